@@ -26,6 +26,28 @@ ORT_PYTHON_FLOOR = (3, 11)
 VERSION = r"\d+\.\d+\.\d+"
 SHA256 = r"[0-9a-f]{64}"
 CUDA_ARCH = r"\d{2,3}(-real|-virtual)?"
+SPDX_ID = r"[A-Za-z0-9.+-]+"
+
+
+OUTPUT_KEYS = ("plugin", "cpp", "python")
+
+
+@dataclass(frozen=True)
+class Vendored:
+    """A dependency ONNX Runtime's CMake fetches and links statically into an output."""
+
+    dep: str
+    spdx: str
+    file: str | None
+    outputs: tuple[str, ...]
+    platforms: tuple[str, ...] | None  # None: every platform
+
+
+@dataclass(frozen=True)
+class License:
+    spdx: str
+    files: tuple[str, ...]
+    vendored: tuple[Vendored, ...]
 
 
 @dataclass(frozen=True)
@@ -72,8 +94,7 @@ class Config:
     homepage: str
     repository: str
     documentation: str
-    license: str
-    license_files: tuple[str, ...]
+    license: License
     maintainers: tuple[str, ...]
     source_url: str
     seed_version: str
@@ -104,6 +125,10 @@ class BotFields:
     version: str
     sha256: str
     number: int
+
+
+TOP_KEYS = ("about", "license", "maintainers", "source", "min_core_version", "cudnn", "python", "outputs",
+            "platforms", "cuda")
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -148,15 +173,41 @@ def _cuda_versions(node: Node, cuda_platforms: tuple[Platform, ...]) -> tuple[Cu
     return tuple(versions)
 
 
+def _license(node: Node, platform_names: set[str]) -> License:
+    fields = node.mapping({"spdx", "files", "vendored"}, {"spdx", "files", "vendored"})
+    vendored = []
+    for item in fields["vendored"].items():
+        entry = item.mapping({"dep", "spdx", "file", "outputs", "platforms"}, {"dep", "spdx"})
+        outputs = OUTPUT_KEYS
+        if "outputs" in entry:
+            outputs = tuple(o.choice(OUTPUT_KEYS) for o in entry["outputs"].items())
+        platforms = None
+        if "platforms" in entry:
+            platforms = tuple(p.text() for p in entry["platforms"].items())
+            for name, p in zip(platforms, entry["platforms"].items()):
+                if name not in platform_names:
+                    raise p.fail(f"{name!r} is not one of this feedstock's platforms")
+        vendored.append(Vendored(
+            dep=entry["dep"].text(r"[\w-]+", "a dependency name"),
+            spdx=entry["spdx"].text(SPDX_ID, "an SPDX licence identifier"),
+            file=entry["file"].text(r"[\w./-]+", "a relative path") if "file" in entry else None,
+            outputs=outputs,
+            platforms=platforms,
+        ))
+    return License(
+        spdx=fields["spdx"].text(SPDX_ID, "an SPDX licence identifier"),
+        files=tuple(item.text() for item in fields["files"].items()),
+        vendored=tuple(vendored),
+    )
+
+
 def load_config(root: Path) -> Config:
     top = Node(load_yaml(root / CONFIG, CONFIG), CONFIG, "")
     fields = top.mapping(
-        {"about", "maintainers", "source", "min_core_version", "cudnn", "python", "outputs", "platforms", "cuda"},
-        {"about", "maintainers", "source", "min_core_version", "cudnn", "python", "outputs", "platforms", "cuda"},
+        set(TOP_KEYS), set(TOP_KEYS),
     )
     about = fields["about"].mapping(
-        {"homepage", "repository", "documentation", "license", "license_files"},
-        {"homepage", "repository", "documentation", "license", "license_files"},
+        {"homepage", "repository", "documentation"}, {"homepage", "repository", "documentation"}
     )
     source = fields["source"].mapping({"url", "seed", "patches"}, {"url", "seed", "patches"})
     seed = source["seed"].mapping({"version", "sha256"}, {"version", "sha256"})
@@ -181,8 +232,7 @@ def load_config(root: Path) -> Config:
         homepage=about["homepage"].text(r"https://\S+", "an https URL"),
         repository=about["repository"].text(r"https://\S+", "an https URL"),
         documentation=about["documentation"].text(r"https://\S+", "an https URL"),
-        license=about["license"].text(),
-        license_files=tuple(item.text() for item in about["license_files"].items()),
+        license=_license(fields["license"], {p.name for p in platforms}),
         maintainers=tuple(item.text(r"[A-Za-z0-9][A-Za-z0-9-]*", "a GitHub handle") for item in fields["maintainers"].items()),
         source_url=url,
         seed_version=seed["version"].text(VERSION, "a version like 1.30.0"),

@@ -1,0 +1,85 @@
+"""Stage 4: write the generated files all at once, or compare them with what is committed."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .outputs import GeneratedFile
+
+CI_SUPPORT = ".ci_support"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a render changes: files to write (new or different) and stale variant files to remove."""
+
+    write: tuple[GeneratedFile, ...]
+    remove: tuple[str, ...]
+
+    @property
+    def empty(self) -> bool:
+        return not self.write and not self.remove
+
+
+def _stale_variant_files(root: Path, generated: list[GeneratedFile]) -> list[str]:
+    wanted = {f.path for f in generated}
+    folder = root / CI_SUPPORT
+    present = sorted(p.relative_to(root).as_posix() for p in folder.glob("*.yaml")) if folder.is_dir() else []
+    return [path for path in present if path not in wanted]
+
+
+def _read(root: Path, path: str) -> str | None:
+    try:
+        return (root / path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def plan(root: Path, generated: list[GeneratedFile]) -> Plan:
+    changed = tuple(f for f in generated if _read(root, f.path) != f.text)
+    return Plan(changed, tuple(_stale_variant_files(root, generated)))
+
+
+def diff(root: Path, change: Plan) -> str:
+    chunks = []
+    for f in change.write:
+        old = _read(root, f.path)
+        chunks.extend(difflib.unified_diff(
+            [] if old is None else old.splitlines(keepends=True), f.text.splitlines(keepends=True),
+            fromfile="/dev/null" if old is None else f"a/{f.path}", tofile=f"b/{f.path}",
+        ))
+    for path in change.remove:
+        chunks.extend(difflib.unified_diff(
+            (root / path).read_text(encoding="utf-8").splitlines(keepends=True), [],
+            fromfile=f"a/{path}", tofile="/dev/null",
+        ))
+    return "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
+
+
+def apply(root: Path, change: Plan) -> None:
+    """Write every file or none: stage them all beside their targets, then swap them in."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for f in change.write:
+            target = root / f.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+                handle.write(f.text)
+            if target.exists():
+                os.chmod(temp, target.stat().st_mode & 0o777)
+            else:
+                os.chmod(temp, 0o644)
+            staged.append((Path(temp), target))
+    except BaseException:
+        for temp, _ in staged:
+            temp.unlink(missing_ok=True)
+        raise
+    for temp, target in staged:
+        os.replace(temp, target)
+    for path in change.remove:
+        (root / path).unlink()

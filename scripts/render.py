@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Render the feedstock from config/feedstock.yaml and config/pinning.yaml.
+
+    python3 scripts/render.py           write recipe/recipe.yaml, .ci_support/*.yaml, the plugin
+                                        manifests and the build-matrix section of README.md
+    python3 scripts/render.py --check   write nothing; print a diff and exit 1 when any is stale
+
+Exit status: 0 done (or current), 1 stale (--check), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bootstrap  # noqa: E402
+
+bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt", ("jinja2", "yaml"))
+
+from feedstock import files, inputs, matrix, outputs  # noqa: E402
+from feedstock.errors import InputError  # noqa: E402
+
+
+def generate(root: Path) -> list[outputs.GeneratedFile]:
+    config = inputs.load_config(root)
+    pinning = matrix.load_pinning(root)
+    bot = inputs.load_bot_fields(root, config)
+    jobs = matrix.build_matrix(config, pinning)
+    readme_path = root / outputs.README
+    readme = readme_path.read_text(encoding="utf-8") if readme_path.exists() else ""
+    try:
+        return outputs.render_all(config, bot, jobs, readme)
+    except ValueError as exc:
+        raise InputError(outputs.README, "build matrix", str(exc).split(": ", 1)[-1]) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 with a diff when stale")
+    parser.add_argument("--root", type=Path, default=bootstrap.REPO, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    try:
+        change = files.plan(args.root, generate(args.root))
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        if change.empty:
+            return 0
+        sys.stdout.write(files.diff(args.root, change))
+        stale = [f.path for f in change.write] + list(change.remove)
+        print(f"stale: {', '.join(stale)}; run `{outputs.COMMAND}`", file=sys.stderr)
+        return 1
+    files.apply(args.root, change)
+    for f in change.write:
+        print(f"wrote {f.path}")
+    for path in change.remove:
+        print(f"removed {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -32,7 +32,12 @@ def _missing(modules: tuple[str, ...]) -> list[str]:
 
 
 def _digest(requirements: Path) -> str:
-    return hashlib.sha256(requirements.read_bytes()).hexdigest()
+    """Changes whenever the file or one it includes with `-r` changes."""
+    digest = hashlib.sha256(requirements.read_bytes())
+    for line in requirements.read_text().splitlines():
+        if line.startswith("-r "):
+            digest.update((requirements.parent / line[3:].strip()).read_bytes())
+    return digest.hexdigest()
 
 
 def _provision(requirements: Path) -> None:

@@ -53,7 +53,11 @@ def main(argv: list[str] | None = None) -> int:
         stale = [f.path for f in change.write] + list(change.remove)
         print(f"stale: {', '.join(stale)}; run `{outputs.COMMAND}`", file=sys.stderr)
         return 1
-    files.apply(args.root, change)
+    try:
+        files.apply(args.root, change)
+    except OSError as exc:
+        print(f"error: {exc.filename}: cannot write ({exc.strerror}); nothing was changed", file=sys.stderr)
+        return 2
     for f in change.write:
         print(f"wrote {f.path}")
     for path in change.remove:

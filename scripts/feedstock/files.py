@@ -35,7 +35,7 @@ def _stale_variant_files(root: Path, generated: list[GeneratedFile]) -> list[str
 def _read(root: Path, path: str) -> str | None:
     try:
         return (root / path).read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError
-from .inputs import PINNING, Config, Platform
+from .inputs import CONFIG, PINNING, Config, Platform
 from .reader import Node, load_yaml
 
 NONE = "None"  # how conda-forge spells "no CUDA" in cuda_compiler_version
@@ -166,6 +166,20 @@ def platform_configs(platform: Platform, pinning: Pinning) -> list[CiConfig]:
     return configs
 
 
+def _check_cuda_versions(config: Config, pinning: Pinning) -> None:
+    """The config's CUDA versions must be exactly what the pinning offers each CUDA platform."""
+    wanted = sorted(c.version for c in config.cuda_versions)
+    for platform in config.platforms:
+        offered = sorted(v for v in pinning.values_for(platform).get("cuda_compiler_version", []) if v != NONE)
+        expected = wanted if platform.cuda else []
+        if offered != expected:
+            raise InputError(
+                CONFIG, "cuda.versions" if platform.cuda else f"platforms.{platform.name}.cuda",
+                f"{platform.name} gets CUDA {offered or 'none'} from {PINNING}, the config says {expected or 'none'}",
+            )
+
+
 def build_matrix(config: Config, pinning: Pinning) -> list[CiConfig]:
+    _check_cuda_versions(config, pinning)
     configs = [c for platform in config.platforms for c in platform_configs(platform, pinning)]
     return sorted(configs, key=lambda c: c.name)

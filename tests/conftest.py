@@ -1,0 +1,35 @@
+"""Shared fixtures: the repository, ../shared beside it, and a scratch copy of the feedstock."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "scripts"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "network: installs packages from PyPI into a cached venv")
+
+
+@pytest.fixture
+def shared() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"{SHARED} is not here: the schemas and facts it holds are needed")
+    return SHARED
+
+
+@pytest.fixture
+def feedstock(tmp_path: Path) -> Path:
+    """A copy of the generator's inputs and outputs that a test may change freely."""
+    root = tmp_path / "feedstock"
+    for name in ("config", "recipe", ".ci_support", "scripts"):
+        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(REPO / "README.md", root / "README.md")
+    return root

@@ -1,0 +1,200 @@
+"""The generator: determinism, --check, the bot's edits, bad input, speed."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from conftest import REPO
+
+SEED_SHA = "f6681ecbddf53898adf0cc9e8e9e84657485b84d2eca3c8aa353de6d7dd417ef"
+# v1.31.0's tag tarball, as recorded in shared/facts/onnxruntime-tarballs.yaml
+NEXT_SHA = "a7e84230b5d509e48fbd6b73c2453a56345ccb22da34a46dac1f0cb4a2d6507b"
+
+
+def render(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(root / "scripts" / "render.py"), *args],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file of the tree (outside scripts/) with its hash: what 'untouched' means."""
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and "scripts" not in p.parts}
+
+
+def test_committed_tree_is_current() -> None:
+    result = render(REPO, "--check")
+    assert (result.returncode, result.stdout) == (0, ""), result.stdout + result.stderr
+
+
+def test_two_renders_give_identical_bytes(feedstock: Path) -> None:
+    first = render(feedstock)
+    assert first.returncode == 0, first.stderr
+    after_first = snapshot(feedstock)
+    second = render(feedstock)
+    assert second.returncode == 0 and second.stdout == ""
+    assert snapshot(feedstock) == after_first
+
+
+def test_render_from_nothing_reproduces_the_committed_files(feedstock: Path) -> None:
+    for generated in list((feedstock / ".ci_support").glob("*.yaml")) + [feedstock / "recipe" / "recipe.yaml"]:
+        generated.unlink()
+    assert render(feedstock).returncode == 0
+    committed = snapshot(REPO)
+    for path, digest in snapshot(feedstock).items():
+        assert committed[path] == digest, path
+
+
+def test_check_flags_an_edited_variant_file_and_writes_nothing(feedstock: Path) -> None:
+    target = next((feedstock / ".ci_support").glob("win_64_*None.yaml"))
+    target.write_text(target.read_text().replace("vs2022", "vs2019"))
+    before = snapshot(feedstock)
+    result = render(feedstock, "--check")
+    assert result.returncode == 1
+    assert f"a/.ci_support/{target.name}" in result.stdout and "-- vs2019" in result.stdout
+    assert "+- vs2022" in result.stdout
+    assert snapshot(feedstock) == before
+
+
+def test_check_flags_a_deleted_recipe_and_writes_nothing(feedstock: Path) -> None:
+    (feedstock / "recipe" / "recipe.yaml").unlink()
+    before = snapshot(feedstock)
+    result = render(feedstock, "--check")
+    assert result.returncode == 1
+    assert "+++ b/recipe/recipe.yaml" in result.stdout
+    assert snapshot(feedstock) == before
+
+
+def test_check_flags_a_variant_file_no_config_produces(feedstock: Path) -> None:
+    (feedstock / ".ci_support" / "linux_ppc64le_.yaml").write_text("target_platform:\n- linux-ppc64le\n")
+    result = render(feedstock, "--check")
+    assert result.returncode == 1 and "--- a/.ci_support/linux_ppc64le_.yaml" in result.stdout
+    assert render(feedstock).returncode == 0
+    assert not (feedstock / ".ci_support" / "linux_ppc64le_.yaml").exists()
+
+
+def bot_bump(recipe: Path, version: str, sha256: str) -> None:
+    """What the autotick bot does to a v1 recipe: new version and hash, build number back to 0."""
+    text = recipe.read_text()
+    text = re.sub(r'(?m)^  version: "[^"]+"$', f'  version: "{version}"', text, count=1)
+    text = re.sub(r"(?m)^  sha256: [0-9a-f]{64}$", f"  sha256: {sha256}", text, count=1)
+    text = re.sub(r"(?m)^  number: \d+$", "  number: 0", text, count=1)
+    recipe.write_text(text)
+
+
+def test_a_bot_version_bump_survives_render(feedstock: Path) -> None:
+    recipe = feedstock / "recipe" / "recipe.yaml"
+    bot_bump(recipe, "1.31.0", NEXT_SHA)
+    assert render(feedstock, "--check").returncode == 1  # the README's matrix names the version
+    assert render(feedstock).returncode == 0
+    text = recipe.read_text()
+    assert 'version: "1.31.0"' in text and f"sha256: {NEXT_SHA}" in text and SEED_SHA not in text
+    assert "ONNX Runtime 1.31.0, build 0" in (feedstock / "README.md").read_text()
+    assert render(feedstock, "--check").returncode == 0
+
+
+def test_a_hand_edited_build_number_is_kept(feedstock: Path) -> None:
+    recipe = feedstock / "recipe" / "recipe.yaml"
+    recipe.write_text(re.sub(r"(?m)^  number: \d+$", "  number: 3", recipe.read_text(), count=1))
+    assert render(feedstock).returncode == 0
+    assert "\nbuild:\n  number: 3\n" in recipe.read_text()
+    assert "ONNX Runtime 1.30.0, build 3" in (feedstock / "README.md").read_text()
+
+
+CONFIG_ERROR = "error: config/feedstock.yaml: "
+BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
+    "unknown key": (
+        lambda t: t.replace("maintainers:", "colour: blue\nmaintainers:"),
+        "colour: unknown key (allowed: about, cuda, cudnn, license, maintainers, min_core_version, outputs, "
+        "platforms, python, source)"),
+    "wrong type": (
+        lambda t: t.replace("  nvcc_threads: 2", "  nvcc_threads: two"),
+        "cuda.nvcc_threads: expected a whole number, got a string 'two'"),
+    "unknown platform": (
+        lambda t: t.replace("  osx-arm64:\n", "  osx-arm65:\n"),
+        "platforms.osx-arm65: unknown platform (known: linux-64, linux-aarch64, linux-ppc64le, osx-64, osx-arm64, "
+        "win-64)"),
+    "CUDA version without an arch list": (
+        lambda t: re.sub(r"(?m)^        linux-aarch64: \[75-real.*\n", "", t),
+        'cuda.versions."13.0".architectures: no architecture list for CUDA platform linux-aarch64'),
+    "malformed sha256": (
+        lambda t: t.replace(f"sha256: {SEED_SHA}", "sha256: f6681ecbddf5389"),
+        "source.seed.sha256: 'f6681ecbddf5389' is not 64 lowercase hex digits"),
+    "python below 3.11": (
+        lambda t: t.replace('minimum: "3.11"', 'minimum: "3.10"'),
+        "python.minimum: 3.10 is below ONNX Runtime's Python floor 3.11"),
+    "float version": (
+        lambda t: t.replace('min_core_version: "1.24.4"', "min_core_version: 1.24"),
+        "min_core_version: expected a quoted string, got a decimal number 1.24"),
+    "unknown cudnn mode": (
+        lambda t: t.replace("  as: run", "  as: maybe"),
+        "cudnn.as: 'maybe' is not one of run, constraint"),
+    "unquoted CUDA version": (
+        lambda t: t.replace('    "13.0":\n', "    13.0:\n"),
+        "cuda.versions: keys must be quoted strings, got 13.0 (a decimal number)"),
+    "CUDA version the pinning does not offer": (
+        lambda t: t.replace('    "13.0":\n', '    "13.1":\n'),
+        "cuda.versions: linux-64 gets CUDA ['12.9', '13.0'] from config/pinning.yaml, the config says "
+        "['12.9', '13.1']"),
+    "missing required key": (
+        lambda t: t.replace("  plugin:\n    name: onnxruntime-ep-cuda\n", "  plugin:\n"),
+        "outputs.plugin.name: required key is missing"),
+    "invalid YAML": (
+        lambda t: t + "\n  - [unbalanced\n",
+        "line 111: not valid YAML (expected <block end>, but found '-')"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CONFIGS))
+def test_bad_config_gets_one_clear_message_and_an_untouched_tree(feedstock: Path, case: str) -> None:
+    edit, message = BAD_CONFIGS[case]
+    config = feedstock / "config" / "feedstock.yaml"
+    config.write_text(edit(config.read_text()))
+    (feedstock / ".ci_support" / "osx_arm64_.yaml").unlink()  # a render would have to restore it
+    before = snapshot(feedstock)
+    for args in ((), ("--check",)):
+        result = render(feedstock, *args)
+        assert (result.returncode, result.stdout, result.stderr) == (2, "", CONFIG_ERROR + message + "\n")
+    assert snapshot(feedstock) == before
+
+
+def test_bot_fields_that_are_malformed_are_named(feedstock: Path) -> None:
+    recipe = feedstock / "recipe" / "recipe.yaml"
+    recipe.write_text(recipe.read_text().replace(f"sha256: {SEED_SHA}", "sha256: 12zz"))
+    result = render(feedstock)
+    assert result.returncode == 2
+    assert result.stderr == "error: recipe/recipe.yaml: source.sha256: '12zz' is not 64 lowercase hex digits\n"
+
+
+def test_a_write_failure_leaves_every_file_as_it_was(feedstock: Path) -> None:
+    (feedstock / "recipe" / "recipe.yaml").unlink()
+    manifests = feedstock / "recipe" / "plugin-manifest"
+    for f in manifests.iterdir():
+        f.unlink()
+    manifests.rmdir()
+    manifests.write_text("a file where a folder should be")
+    before = snapshot(feedstock)
+    result = render(feedstock)
+    assert result.returncode == 2 and "nothing was changed" in result.stderr
+    assert snapshot(feedstock) == before
+    assert not [p for p in feedstock.rglob(".*") if p.is_file() and p.name.startswith(".recipe")]
+
+
+@pytest.mark.parametrize("args", [(), ("--check",)])
+def test_render_takes_under_a_second(args: tuple[str, ...]) -> None:
+    timings = []
+    for _ in range(5):
+        start = time.perf_counter()
+        result = render(REPO, *args)
+        timings.append(time.perf_counter() - start)
+        assert result.returncode == 0
+    assert statistics.median(timings) < 1.0, timings

@@ -14,7 +14,7 @@ import bootstrap  # noqa: E402
 
 bootstrap.ensure(
     bootstrap.REPO / "tests" / "requirements.txt",
-    ("pytest", "jsonschema", "referencing", "license_expression", "elftools", "pefile", "jinja2", "yaml"),
+    ("pytest", "jsonschema", "referencing", "license_expression", "jinja2", "yaml"),
     always_venv=True,
 )
 

@@ -14,10 +14,6 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "scripts"))
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "network: installs packages from PyPI into a cached venv")
-
-
 @pytest.fixture
 def shared() -> Path:
     if not SHARED.is_dir():

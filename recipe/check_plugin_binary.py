@@ -1,0 +1,219 @@
+"""Audit a built ONNX Runtime plugin EP library before it ships.
+
+    python check_plugin_binary.py LIBRARY [--platform auto|elf|pe]
+
+Exit 0 when the library exports exactly the plugin entry points, is no provider bridge, links no
+cuDNN and depends only on allowlisted libraries; otherwise print one `FAIL [rule] ...` line per
+problem and exit 1. Exit 2 when the file cannot be read as the requested format.
+ELF is read with pyelftools and PE with pefile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pefile
+from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
+
+ENTRY_POINTS = ("CreateEpFactories", "ReleaseEpFactory")
+# The core treats a library exporting GetProvider as a provider bridge, which only works with the
+# exact core version it was built against.
+PROVIDER_BRIDGE_EXPORT = "GetProvider"
+# Provider bridges call back into the core through this symbol; a plugin must not need it.
+PROVIDER_BRIDGE_IMPORT = "Provider_GetHost"
+CUDNN_PATTERNS = ("libcudnn*", "cudnn*.dll")
+
+
+@dataclass(frozen=True)
+class Allowance:
+    why: str
+    elf: tuple[str, ...] = ()
+    pe: tuple[str, ...] = ()
+
+    def patterns(self, binary_format: str) -> tuple[str, ...]:
+        return self.elf if binary_format == "elf" else self.pe
+
+
+# Every dynamic dependency must match one of these (fnmatch; PE names compare case-insensitively).
+ALLOWED_DEPENDENCIES = (
+    Allowance("CUDA runtime, run-exported by cuda-cudart-dev", elf=("libcudart.so.*",), pe=("cudart64_*.dll",)),
+    Allowance("cuBLAS and cuBLASLt, run-exported by libcublas-dev",
+              elf=("libcublas.so.*", "libcublasLt.so.*"), pe=("cublas64_*.dll", "cublasLt64_*.dll")),
+    Allowance("cuFFT, run-exported by libcufft-dev", elf=("libcufft.so.*",), pe=("cufft64_*.dll",)),
+    Allowance("the CUDA driver, which comes with the system (__cuda), never with a package",
+              elf=("libcuda.so.1",), pe=("nvcuda.dll",)),
+    Allowance("glibc, present in every linux process",
+              elf=("libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "ld-linux*.so.*")),
+    Allowance("C++ runtime, run-exported by the compiler", elf=("libstdc++.so.6", "libgcc_s.so.1")),
+    Allowance("MSVC C++ runtime and the universal CRT, run-exported by the compiler",
+              pe=("msvcp140*.dll", "vcruntime140*.dll", "ucrtbase.dll", "api-ms-win-crt-*.dll")),
+    Allowance("Windows system libraries behind the logging, tracing and stack traces of the ORT code linked in",
+              pe=("kernel32.dll", "advapi32.dll", "dbghelp.dll", "api-ms-win-core-*.dll", "api-ms-win-eventing-*.dll")),
+)
+
+
+@dataclass(frozen=True)
+class LibraryFacts:
+    binary_format: str
+    exported_functions: frozenset[str]
+    imported_symbols: frozenset[str]
+    dependencies: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    subject: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"FAIL [{self.rule}] {self.subject}: {self.reason}"
+
+
+class UnreadableLibrary(Exception):
+    pass
+
+
+def read_elf(path: Path) -> LibraryFacts:
+    try:
+        with path.open("rb") as stream:
+            elf = ELFFile(stream)
+            symbols = [symbol for table in elf.iter_sections(type="SHT_DYNSYM")
+                       if isinstance(table, SymbolTableSection) for symbol in table.iter_symbols()]
+            needed = [tag.needed for dynamic in elf.iter_sections(type="SHT_DYNAMIC")
+                      if isinstance(dynamic, DynamicSection) for tag in dynamic.iter_tags("DT_NEEDED")]
+    except ELFError as error:
+        raise UnreadableLibrary(f"{path} is not a readable ELF file: {error}") from error
+    defined = [s for s in symbols if s.name and s["st_shndx"] != "SHN_UNDEF"]
+    return LibraryFacts(
+        binary_format="elf",
+        exported_functions=frozenset(
+            s.name for s in defined
+            if s["st_info"]["type"] in ("STT_FUNC", "STT_GNU_IFUNC")
+            and s["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK", "STB_GNU_UNIQUE")
+            and s["st_other"]["visibility"] in ("STV_DEFAULT", "STV_PROTECTED")
+        ),
+        imported_symbols=frozenset(s.name for s in symbols if s.name and s["st_shndx"] == "SHN_UNDEF"),
+        dependencies=tuple(needed),
+    )
+
+
+def read_pe(path: Path) -> LibraryFacts:
+    try:
+        pe = pefile.PE(str(path), fast_load=True)
+    except pefile.PEFormatError as error:
+        raise UnreadableLibrary(f"{path} is not a readable PE file: {error}") from error
+    pe.parse_data_directories(directories=[
+        pefile.DIRECTORY_ENTRY[name] for name in (
+            "IMAGE_DIRECTORY_ENTRY_EXPORT", "IMAGE_DIRECTORY_ENTRY_IMPORT", "IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT")
+    ])
+    export_directory = getattr(pe, "DIRECTORY_ENTRY_EXPORT", None)
+    exports = export_directory.symbols if export_directory else []
+    # Delay-loaded DLLs are still needed the first time the library calls into them.
+    imports = [*getattr(pe, "DIRECTORY_ENTRY_IMPORT", []), *getattr(pe, "DIRECTORY_ENTRY_DELAY_IMPORT", [])]
+    return LibraryFacts(
+        binary_format="pe",
+        # PE exports carry no function/data distinction; ordinal-only exports get a visible name.
+        exported_functions=frozenset(e.name.decode() if e.name else f"#{e.ordinal}" for e in exports),
+        imported_symbols=frozenset(i.name.decode() for entry in imports for i in entry.imports if i.name),
+        dependencies=tuple(entry.dll.decode() for entry in imports),
+    )
+
+
+def detect_format(path: Path) -> str:
+    with path.open("rb") as stream:
+        magic = stream.read(4)
+    if magic == b"\x7fELF":
+        return "elf"
+    if magic[:2] == b"MZ":
+        return "pe"
+    raise UnreadableLibrary(f"{path} is neither an ELF nor a PE file")
+
+
+def matches(name: str, patterns: tuple[str, ...], binary_format: str) -> bool:
+    if binary_format == "pe":
+        return any(fnmatch.fnmatchcase(name.lower(), pattern.lower()) for pattern in patterns)
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def allowance_for(name: str, binary_format: str) -> Allowance | None:
+    return next((allowance for allowance in ALLOWED_DEPENDENCIES
+                 if matches(name, allowance.patterns(binary_format), binary_format)), None)
+
+
+def export_violations(facts: LibraryFacts) -> list[Violation]:
+    violations = [Violation("entry-points", name, "is not exported; the core cannot load the plugin without it")
+                  for name in ENTRY_POINTS if name not in facts.exported_functions]
+    for name in sorted(facts.exported_functions - set(ENTRY_POINTS)):
+        if name == PROVIDER_BRIDGE_EXPORT:
+            violations.append(Violation("no-provider-bridge-export", name, "is exported, so the core loads this "
+                                        "library as a provider bridge locked to one core version"))
+        else:
+            violations.append(Violation("exports-only-entry-points", name,
+                                        f"is exported beyond {' and '.join(ENTRY_POINTS)}"))
+    return violations
+
+
+def import_violations(facts: LibraryFacts) -> list[Violation]:
+    if PROVIDER_BRIDGE_IMPORT not in facts.imported_symbols:
+        return []
+    return [Violation("no-provider-bridge-import", PROVIDER_BRIDGE_IMPORT,
+                      "is needed from outside the library: it expects the core's provider-bridge host")]
+
+
+def dependency_violations(facts: LibraryFacts) -> list[Violation]:
+    violations = []
+    for name in facts.dependencies:
+        if matches(name, CUDNN_PATTERNS, facts.binary_format):
+            violations.append(Violation("no-cudnn-link", name, "is linked; cuDNN must be loaded lazily at run time"))
+        elif allowance_for(name, facts.binary_format) is None:
+            violations.append(Violation("dependency-allowlist", name, "is a dynamic dependency outside the allowlist"))
+    return violations
+
+
+def allowed_reasons(facts: LibraryFacts) -> dict[str, str]:
+    return {name: allowance.why for name in facts.dependencies
+            if (allowance := allowance_for(name, facts.binary_format)) is not None}
+
+
+def audit(facts: LibraryFacts) -> list[Violation]:
+    return export_violations(facts) + import_violations(facts) + dependency_violations(facts)
+
+
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("library", type=Path)
+    parser.add_argument("--platform", choices=("auto", "elf", "pe"), default="auto",
+                        help="binary format to read; auto decides from the file's magic bytes")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    arguments = parse_arguments(argv)
+    readers = {"elf": read_elf, "pe": read_pe}
+    try:
+        binary_format = detect_format(arguments.library) if arguments.platform == "auto" else arguments.platform
+        facts = readers[binary_format](arguments.library)
+    except (OSError, UnreadableLibrary) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    violations = audit(facts)
+    for violation in violations:
+        print(violation)
+    if violations:
+        return 1
+    print(f"ok: {arguments.library} ({binary_format}) exports {', '.join(sorted(facts.exported_functions))}")
+    for name, why in allowed_reasons(facts).items():
+        print(f"  needs {name}: {why}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,109 @@
+"""recipe/test_plugin_load.py, run for real against ONNX Runtime cores and plugin EP wheels from PyPI."""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support.pyenvs import python_env, run
+from support.wheels import GGML, WEBGPU, linux_library
+
+LOAD = Path(__file__).resolve().parents[1] / "recipe" / "test_plugin_load.py"
+# What the recipe's load test needs next to a core; onnx builds the model, numpy compares results.
+LOAD_REQUIREMENTS = ["onnx==1.23.2", "numpy"]
+FLOOR_CORE = "onnxruntime==1.24.4"
+# The newest release on PyPI when this was written (`pip index versions onnxruntime`); bump on purpose.
+NEWEST_CORE = "onnxruntime==1.32.0"
+# The webgpu plugin refuses cores older than its floor, 1.24.4, at registration.
+BELOW_FLOOR_CORE = "onnxruntime==1.24.1"
+CORE_FAILURE = "onnxruntime.capi.onnxruntime_pybind11_state.Fail: [ONNXRuntimeError] : 1 : FAIL : "
+
+pytestmark = [
+    pytest.mark.network,
+    pytest.mark.skipif(sys.platform != "linux", reason="loads the linux libraries of the plugin wheels"),
+]
+
+
+@pytest.fixture(scope="session")
+def floor_core() -> Path:
+    return python_env("load-floor-core", [FLOOR_CORE, *LOAD_REQUIREMENTS])
+
+
+@pytest.fixture(scope="session")
+def newest_core() -> Path:
+    return python_env("load-newest-core", [NEWEST_CORE, *LOAD_REQUIREMENTS])
+
+
+@pytest.fixture(scope="session")
+def below_floor_core() -> Path:
+    return python_env("load-below-floor-core", [BELOW_FLOOR_CORE, *LOAD_REQUIREMENTS])
+
+
+def load(core: Path, library: Path, ep_name: str, *options: str) -> subprocess.CompletedProcess[str]:
+    return run(core, str(LOAD), "--library", str(library), "--ep-name", ep_name, *options)
+
+
+def mapped_libm() -> Path:
+    """The libm.so.6 this machine's loader resolves, as an absolute path."""
+    ctypes.CDLL("libm.so.6")
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        path = Path(line.split()[-1])
+        if path.name == "libm.so.6":
+            return path
+    pytest.skip("libm.so.6 is not mapped into this process")
+
+
+def test_load_registers_webgpu_into_the_floor_core_without_a_device(floor_core):
+    result = load(floor_core, linux_library(WEBGPU), WEBGPU.ep_name)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "onnxruntime 1.24.4" in result.stdout
+    assert f"no device for EP {WEBGPU.ep_name}" in result.stdout
+    assert f"unregister {WEBGPU.ep_name}" in result.stdout
+
+
+def test_load_registers_webgpu_into_the_newest_core_without_a_device(newest_core):
+    result = load(newest_core, linux_library(WEBGPU), WEBGPU.ep_name)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "onnxruntime 1.32.0" in result.stdout
+    assert f"no device for EP {WEBGPU.ep_name}" in result.stdout
+    assert f"unregister {WEBGPU.ep_name}" in result.stdout
+
+
+def test_load_runs_a_model_on_ggml_alone_with_the_newest_core(newest_core):
+    result = load(newest_core, linux_library(GGML), GGML.ep_name, "--require-device")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "nodes on ggml: Gemm, Relu, Mul" in result.stdout
+    assert "16 values match the CPU EP" in result.stdout
+
+
+def test_load_fails_when_a_device_is_required_and_none_exists(newest_core):
+    result = load(newest_core, linux_library(WEBGPU), WEBGPU.ep_name, "--require-device")
+    assert result.returncode == 1
+    assert f"no device for EP {WEBGPU.ep_name} and --require-device given" in result.stderr
+
+
+def test_load_fails_with_the_core_message_for_a_missing_library(newest_core, tmp_path):
+    missing = tmp_path / "libonnxruntime_providers_cuda.so"
+    result = load(newest_core, missing, "CUDAExecutionProvider")
+    assert result.returncode == 1
+    assert (f"{CORE_FAILURE}Failed to load library {missing} with error: {missing}: "
+            "cannot open shared object file: No such file or directory") in result.stderr
+
+
+def test_load_fails_with_the_core_message_for_a_library_that_is_no_plugin(newest_core):
+    result = load(newest_core, mapped_libm(), "CUDAExecutionProvider")
+    assert result.returncode == 1
+    # The loader names libm by the path it was first loaded under, which may differ from ours.
+    assert f"{CORE_FAILURE}Failed to get symbol CreateEpFactories with error: " in result.stderr
+    assert "libm.so.6: undefined symbol: CreateEpFactories" in result.stderr
+
+
+def test_load_fails_with_the_plugins_refusal_of_a_core_below_its_floor(below_floor_core):
+    result = load(below_floor_core, linux_library(WEBGPU), WEBGPU.ep_name)
+    assert result.returncode == 1
+    refusal = 'ORT runtime version "1.24.1" is below the minimum required version "1.24.4".'
+    assert f"{CORE_FAILURE}{refusal}" in result.stderr

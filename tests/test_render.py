@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import re
 import statistics
 import subprocess
@@ -177,10 +178,8 @@ def test_bot_fields_that_are_malformed_are_named(feedstock: Path) -> None:
 
 def test_a_write_failure_leaves_every_file_as_it_was(feedstock: Path) -> None:
     (feedstock / "recipe" / "recipe.yaml").unlink()
-    manifests = feedstock / "recipe" / "plugin-manifest"
-    for f in manifests.iterdir():
-        f.unlink()
-    manifests.rmdir()
+    manifests = feedstock / "recipe" / "ep-plugins" / "unix"
+    shutil.rmtree(manifests)
     manifests.write_text("a file where a folder should be")
     before = snapshot(feedstock)
     result = render(feedstock)

@@ -195,7 +195,7 @@ def splice_readme(current: str, table: str) -> str:
 def render_all(config: Config, bot: BotFields, matrix: list[CiConfig], readme: str) -> list[GeneratedFile]:
     files = [GeneratedFile("recipe/recipe.yaml", render_recipe(config, bot))]
     files += [GeneratedFile(f".ci_support/{ci.name}.yaml", render_ci_support(ci)) for ci in matrix]
-    files += [GeneratedFile(f"recipe/plugin-manifest/{family}.json", plugin_manifest(config, family))
+    files += [GeneratedFile(f"recipe/ep-plugins/{family}/{config.plugin.name}.json", plugin_manifest(config, family))
               for family in ("unix", "win")]
     files.append(GeneratedFile(README, splice_readme(readme, render_matrix_table(config, bot, matrix))))
     return files

@@ -1,0 +1,150 @@
+"""EP plugin manifests: where conda packages install them, what they say, and what is trusted.
+
+This is the one definition of the format. `onnxruntime/_conda_ep_autoregister.py` reads it at every
+`import onnxruntime`, and `onnxruntime_ep_cuda` answers upstream's helper calls from it. It lives in
+this package, not in `onnxruntime`, because importing any `onnxruntime.*` module first runs
+`onnxruntime/__init__.py`, and the helper must stay light. At module level it imports only what
+`import onnxruntime` has already loaded (`os`, `typing`): it runs during every `import onnxruntime`,
+and most environments have no manifest.
+
+A manifest is `<prefix>/share/onnxruntime/ep-plugins/<package>.json`
+(`<prefix>/Library/share/...` on Windows):
+
+    {"manifest_version": 1, "package": "onnxruntime-ep-cuda",
+     "registration_name": "CUDAExecutionProvider", "ep_names": ["CUDAExecutionProvider"],
+     "library": "lib/libonnxruntime_providers_cuda.so"}
+
+`library` is relative to the prefix and uses forward slashes. A library that resolves outside the
+prefix is refused, whether through `..`, an absolute path or a symlink.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+MANIFEST_VERSION = 1
+_KEYS = ("manifest_version", "package", "registration_name", "ep_names", "library")
+
+
+class ManifestError(RuntimeError):
+    """A manifest that cannot be used. `path` names the file and `reason` says why."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(path, reason)
+        self.path = path
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+class PluginManifest(NamedTuple):
+    path: str
+    package: str
+    registration_name: str
+    ep_names: tuple[str, ...]
+    library: str
+
+
+def prefix_of(package_dir: str) -> str:
+    """The environment prefix whose site-packages holds `package_dir`.
+
+    The prefix comes from where the code is installed and never from `CONDA_PREFIX`. That way the
+    only manifests trusted are those of the environment that also supplied this code.
+    """
+    site_packages = os.path.dirname(os.path.abspath(package_dir))
+    # <prefix>\Lib\site-packages on Windows, <prefix>/lib/pythonX.Y/site-packages elsewhere
+    levels = 2 if os.name == "nt" else 3
+    prefix = site_packages
+    for _ in range(levels):
+        prefix = os.path.dirname(prefix)
+    return prefix
+
+
+def manifest_dir(prefix: str) -> str:
+    if os.name == "nt":
+        return os.path.join(prefix, "Library", "share", "onnxruntime", "ep-plugins")
+    return os.path.join(prefix, "share", "onnxruntime", "ep-plugins")
+
+
+def manifest_paths(prefix: str) -> list[str]:
+    """The manifests installed in `prefix`, in a stable order. An absent directory has none."""
+    directory = manifest_dir(prefix)
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    except OSError as error:
+        raise ManifestError(directory, f"cannot list the directory: {error.strerror}") from None
+    return [os.path.join(directory, name) for name in sorted(names) if name.endswith(".json")]
+
+
+def load_manifest(path: str) -> PluginManifest:
+    """The validated manifest at `path`. Its library is checked only for shape, not for location."""
+    import json  # noqa: PLC0415 - not at the top: only environments with a manifest pay for it
+
+    try:
+        with open(path, encoding="utf-8") as stream:
+            data = json.load(stream)
+    except OSError as error:
+        raise ManifestError(path, f"cannot be read: {error.strerror}") from None
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+        raise ManifestError(path, f"is not valid JSON: {error}") from None
+    return _validated(path, data)
+
+
+def library_path(manifest: PluginManifest, prefix: str) -> str:
+    """The manifest's library as an absolute path with symlinks resolved, known to lie in `prefix`."""
+    root = os.path.realpath(prefix)
+    library = os.path.realpath(os.path.join(root, *manifest.library.split("/")))
+    if not _is_within(library, root):
+        raise ManifestError(
+            manifest.path, f"library {manifest.library!r} resolves to {library}, outside the prefix {root}"
+        )
+    if not os.path.isfile(library):
+        raise ManifestError(manifest.path, f"library {library} does not exist")
+    return library
+
+
+def _validated(path: str, data: object) -> PluginManifest:
+    if not isinstance(data, dict):
+        raise ManifestError(path, "expected a JSON object")
+    missing = [key for key in _KEYS if key not in data]
+    if missing:
+        raise ManifestError(path, f"missing keys: {', '.join(missing)}")
+    unknown = sorted(set(data) - set(_KEYS))
+    if unknown:
+        raise ManifestError(path, f"unknown keys for manifest_version {MANIFEST_VERSION}: {', '.join(unknown)}")
+    version = data["manifest_version"]
+    # type(), not isinstance(): JSON `true` would otherwise pass as version 1
+    if type(version) is not int or version != MANIFEST_VERSION:
+        raise ManifestError(
+            path, f"manifest_version {version!r} is not {MANIFEST_VERSION}, the version this reader knows"
+        )
+    package = _text(path, data, "package")
+    if os.path.basename(path) != f"{package}.json":
+        raise ManifestError(path, f"the manifest of package {package!r} must be named {package}.json")
+    ep_names = data["ep_names"]
+    if not isinstance(ep_names, list) or not ep_names or not all(isinstance(n, str) and n for n in ep_names):
+        raise ManifestError(path, "ep_names must be a non-empty list of non-empty strings")
+    library = _text(path, data, "library")
+    # ':' catches Windows drive paths ("C:/...", "C:lib") on every platform
+    if library.startswith("/") or "\\" in library or ":" in library:
+        raise ManifestError(path, f"library {library!r} must be relative to the prefix and use forward slashes")
+    return PluginManifest(path, package, _text(path, data, "registration_name"), tuple(ep_names), library)
+
+
+def _text(path: str, data: dict[str, object], key: str) -> str:
+    value = data[key]
+    if not isinstance(value, str) or not value:
+        raise ManifestError(path, f"{key} must be a non-empty string")
+    return value
+
+
+def _is_within(path: str, root: str) -> bool:
+    try:
+        common = os.path.commonpath([root, path])
+    except ValueError:  # Windows: the two are on different drives
+        return False
+    return os.path.normcase(common) == os.path.normcase(root)

@@ -1,0 +1,256 @@
+"""EP plugin auto-registration at `import onnxruntime`, with real cores and real plugins from PyPI.
+
+There is one staged prefix per core per session: a copy of a cached venv, with the recipe's
+auto-registration installed the way the build script installs it. Each test writes its own
+manifests and scratch files into the prefix, and the `prefix` fixture removes them afterwards.
+`onnxruntime-ep-webgpu` stands in for the CUDA plugin. It registers into every core here and finds
+0 devices on a CPU, so "registered" means that a second registration of the name is refused.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from support.ep_prefix import MANIFEST_DIR, ProbeReport, plugin_manifest, probe, stage_prefix, write_manifest
+from support.pyenvs import python_env, run, site_packages
+
+pytestmark = [
+    pytest.mark.network,
+    pytest.mark.skipif(sys.platform != "linux", reason="staged prefixes and libm are Linux-only here"),
+]
+
+CORES = {
+    "floor": ["onnxruntime==1.24.4", "onnxruntime-ep-webgpu==0.4.0"],
+    "newest": ["onnxruntime==1.32.0", "onnxruntime-ep-webgpu==0.4.0"],
+}
+# onnxruntime-ggml 0.2.0 requires onnxruntime>=1.29,<1.31: the newest core it installs beside is 1.30.0.
+GGML = ["onnxruntime==1.30.0", "onnxruntime-ggml==0.2.0"]
+WEBGPU = "WebGpuExecutionProvider"
+WEBGPU_PACKAGE = "onnxruntime-ep-webgpu"
+WEBGPU_LIBRARY = Path("onnxruntime_ep_webgpu", "libonnxruntime_providers_webgpu.so")
+AUTOREGISTER_MODULES = {"onnxruntime._conda_ep_autoregister", "onnxruntime_ep_cuda", "onnxruntime_ep_cuda._manifest"}
+
+
+@dataclass(frozen=True)
+class Prefix:
+    root: Path
+    python: Path
+    site_packages: Path
+    cached_python: Path
+    """The interpreter of the cached venv the prefix was copied from. That venv is outside the prefix."""
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def webgpu_library(self) -> Path:
+        return self.site_packages / WEBGPU_LIBRARY
+
+    def scratch(self) -> Path:
+        path = self.root / "scratch"
+        path.mkdir(exist_ok=True)
+        return path
+
+
+@pytest.fixture(scope="session", params=sorted(CORES))
+def staged(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Prefix:
+    cached = python_env(f"autoreg-{request.param}", CORES[request.param])
+    python = stage_prefix(cached, tmp_path_factory.mktemp(request.param) / "prefix")
+    return Prefix(python.parents[1], python, site_packages(python), cached)
+
+
+@pytest.fixture
+def prefix(staged: Prefix) -> Iterator[Prefix]:
+    yield staged
+    shutil.rmtree(staged.root / MANIFEST_DIR.parent, ignore_errors=True)
+    shutil.rmtree(staged.root / "scratch", ignore_errors=True)
+
+
+def webgpu_manifest(prefix: Prefix, library: str | None = None, package: str = WEBGPU_PACKAGE) -> Path:
+    library = library if library is not None else prefix.relative(prefix.webgpu_library())
+    return write_manifest(prefix.root, package, plugin_manifest(package, WEBGPU, library))
+
+
+def probe_webgpu(prefix: Prefix, *args: str, env: dict[str, str] | None = None) -> ProbeReport:
+    """Import onnxruntime in the prefix, then try to register the prefix's WebGPU plugin again."""
+    return probe(prefix.python, *args, "--register", WEBGPU, str(prefix.webgpu_library()), env=env)
+
+
+def assert_one_warning(report: ProbeReport, manifest: Path, reason: str) -> None:
+    [warning] = report["warnings"]
+    assert warning["category"] == "EpAutoregistrationWarning"
+    assert str(manifest) in warning["message"]
+    assert reason in warning["message"]
+
+
+def test_manifest_library_is_registered_at_import(prefix: Prefix) -> None:
+    webgpu_manifest(prefix)
+    report = probe_webgpu(prefix)
+    assert report["warnings"] == []
+    assert "already registered" in report["registration"]
+
+
+def test_upstream_style_code_registering_the_plugin_itself_still_runs(prefix: Prefix) -> None:
+    webgpu_manifest(prefix)
+    report = probe_webgpu(prefix)
+    assert "already registered" in report["registration"]  # the core has it ...
+    assert report["application_registration"] == "accepted"  # ... and the application's own call passes
+
+
+def test_library_escaping_the_prefix_through_dotdot_is_refused(prefix: Prefix) -> None:
+    outside = site_packages(prefix.cached_python) / WEBGPU_LIBRARY
+    manifest = webgpu_manifest(prefix, os.path.relpath(outside, prefix.root))
+    report = probe_webgpu(prefix)
+    assert_one_warning(report, manifest, "outside the prefix")
+    assert report["registration"] == "accepted"
+
+
+def test_absolute_library_path_is_refused_even_inside_the_prefix(prefix: Prefix) -> None:
+    manifest = webgpu_manifest(prefix, str(prefix.webgpu_library()))
+    report = probe_webgpu(prefix)
+    assert_one_warning(report, manifest, "must be relative to the prefix")
+    assert report["registration"] == "accepted"
+
+
+def test_library_symlink_escaping_the_prefix_is_refused(prefix: Prefix) -> None:
+    link = prefix.scratch() / "libescape.so"
+    link.symlink_to(site_packages(prefix.cached_python) / WEBGPU_LIBRARY)
+    manifest = webgpu_manifest(prefix, prefix.relative(link))
+    report = probe_webgpu(prefix)
+    assert_one_warning(report, manifest, "outside the prefix")
+    assert report["registration"] == "accepted"
+
+
+def test_malformed_manifest_warns_once(prefix: Prefix) -> None:
+    manifest = write_manifest(prefix.root, WEBGPU_PACKAGE, '{"manifest_version": 1,')
+    assert_one_warning(probe_webgpu(prefix), manifest, "is not valid JSON")
+
+
+def test_missing_library_warns_once(prefix: Prefix) -> None:
+    manifest = webgpu_manifest(prefix, "lib/libonnxruntime_providers_absent.so")
+    assert_one_warning(probe_webgpu(prefix), manifest, "does not exist")
+
+
+def test_bare_soname_is_looked_for_in_the_prefix_only(prefix: Prefix) -> None:
+    manifest = webgpu_manifest(prefix, "libm.so.6")
+    assert_one_warning(probe_webgpu(prefix), manifest, f"{prefix.root.resolve() / 'libm.so.6'} does not exist")
+
+
+def test_library_the_core_refuses_warns_once(prefix: Prefix) -> None:
+    libm = prefix.scratch() / "libm.so.6"
+    shutil.copyfile(system_libm(), libm)
+    manifest = webgpu_manifest(prefix, prefix.relative(libm))
+    report = probe_webgpu(prefix)
+    assert_one_warning(report, manifest, "onnxruntime refused")
+    assert "CreateEpFactories" in report["warnings"][0]["message"]
+
+
+def test_reimport_neither_warns_nor_raises(prefix: Prefix) -> None:
+    webgpu_manifest(prefix)
+    report = probe_webgpu(prefix, "--reload")
+    assert report["warnings"] == []
+    assert report["reload_warnings"] == []
+    assert "already registered" in report["registration"]
+
+
+def test_disable_variable_turns_autoregistration_off(prefix: Prefix) -> None:
+    webgpu_manifest(prefix)
+    write_manifest(prefix.root, "broken", "not json")
+    report = probe_webgpu(prefix, env={"ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION": "1"})
+    assert report["warnings"] == []
+    assert report["registration"] == "accepted"
+
+
+def test_each_failure_warns_once_and_the_healthy_plugin_still_registers(prefix: Prefix) -> None:
+    broken = [
+        write_manifest(prefix.root, "a-malformed", "[1, 2"),
+        webgpu_manifest(prefix, "lib/absent.so", package="b-missing-library"),
+        webgpu_manifest(prefix, "../outside.so", package="c-outside"),
+        write_manifest(
+            prefix.root, "d-future", {**plugin_manifest("d-future", "Future", "lib/x.so"), "manifest_version": 2}
+        ),
+    ]
+    webgpu_manifest(prefix)
+    report = probe_webgpu(prefix)
+    messages = [warning["message"] for warning in report["warnings"]]
+    assert len(messages) == len(broken)
+    assert all(sum(str(path) in message for message in messages) == 1 for path in broken)
+    assert "already registered" in report["registration"]
+
+
+def test_import_succeeds_when_warnings_are_errors(prefix: Prefix) -> None:
+    write_manifest(prefix.root, "broken", "not json")
+    result = run(prefix.python, "-W", "error", "-c", "import onnxruntime")
+    assert result.returncode == 0, result.stderr
+
+
+def test_second_manifest_with_a_taken_registration_name_warns(prefix: Prefix) -> None:
+    webgpu_manifest(prefix, package="a-first")
+    second = webgpu_manifest(prefix, package="b-second")
+    report = probe_webgpu(prefix)
+    assert_one_warning(report, second, f"registration name {WEBGPU!r} is already used by")
+    assert "already registered" in report["registration"]
+
+
+def test_conda_prefix_variable_is_not_where_manifests_come_from(prefix: Prefix, tmp_path: Path) -> None:
+    write_manifest(tmp_path, WEBGPU_PACKAGE, "a decoy that would warn if it were read")
+    webgpu_manifest(prefix)
+    report = probe_webgpu(prefix, env={"CONDA_PREFIX": str(tmp_path)})
+    assert report["warnings"] == []
+    assert "already registered" in report["registration"]
+
+
+def test_import_without_manifests_loads_only_the_autoregistration_modules(prefix: Prefix) -> None:
+    script = "import sys, onnxruntime; print('\\n'.join(sorted(sys.modules)))"
+    with_hook = run(prefix.python, "-c", script)
+    without_hook = run(prefix.cached_python, "-c", script)
+    assert with_hook.returncode == without_hook.returncode == 0, with_hook.stderr + without_hook.stderr
+    added = set(with_hook.stdout.split()) - set(without_hook.stdout.split())
+    assert added == AUTOREGISTER_MODULES
+
+
+def test_import_survives_a_missing_manifest_reader(prefix: Prefix) -> None:
+    reader = prefix.site_packages / "onnxruntime_ep_cuda"
+    hidden = prefix.scratch() / reader.name
+    reader.rename(hidden)
+    try:
+        report = probe_webgpu(prefix)
+    finally:
+        hidden.rename(reader)
+    [warning] = report["warnings"]
+    assert "ModuleNotFoundError" in warning["message"]
+
+
+@pytest.fixture(scope="session")
+def ggml_prefix(tmp_path_factory: pytest.TempPathFactory) -> Prefix:
+    cached = python_env("autoreg-ggml", GGML)
+    python = stage_prefix(cached, tmp_path_factory.mktemp("ggml") / "prefix")
+    return Prefix(python.parents[1], python, site_packages(python), cached)
+
+
+def test_registered_plugin_shows_its_devices_to_the_core(ggml_prefix: Prefix) -> None:
+    library = ggml_prefix.site_packages / "onnxruntime_ggml" / "lib" / "libonnxruntime_ggml.so"
+    write_manifest(
+        ggml_prefix.root, "onnxruntime-ggml", plugin_manifest("onnxruntime-ggml", "ggml", ggml_prefix.relative(library))
+    )
+    report = probe(ggml_prefix.python)
+    assert report["warnings"] == []
+    assert report["ep_names"] == ["CPUExecutionProvider", "ggml"]
+
+
+def system_libm() -> Path:
+    """The C math library the interpreter itself loaded: a real shared object that is no plugin."""
+    name = ctypes.util.find_library("m")
+    ctypes.CDLL(name)
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        for line in maps:
+            if line.rstrip().endswith(f"/{name}"):
+                return Path(line.split()[-1])
+    raise FileNotFoundError(f"{name} is not mapped into this process")

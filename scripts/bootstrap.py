@@ -18,7 +18,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / ".venv"
-STAMP = VENV / "requirements.sha256"
 
 
 def _venv_python() -> Path:
@@ -40,9 +39,14 @@ def _digest(requirements: Path) -> str:
     return digest.hexdigest()
 
 
+def _stamp(requirements: Path) -> Path:
+    return VENV / f"{requirements.parent.name}-{requirements.stem}.sha256"
+
+
 def _provision(requirements: Path) -> None:
     digest = _digest(requirements)
-    if _venv_python().exists() and STAMP.exists() and STAMP.read_text().strip() == digest:
+    stamp = _stamp(requirements)
+    if _venv_python().exists() and stamp.exists() and stamp.read_text().strip() == digest:
         return
     print(f"bootstrap: installing {requirements.relative_to(REPO)} into {VENV.relative_to(REPO)}/", file=sys.stderr)
     if not _venv_python().exists():
@@ -53,7 +57,7 @@ def _provision(requirements: Path) -> None:
         check=True,
         stdin=subprocess.DEVNULL,
     )
-    STAMP.write_text(digest + "\n")
+    stamp.write_text(digest + "\n")
 
 
 def ensure(requirements: Path, modules: tuple[str, ...], *, always_venv: bool = False) -> None:
@@ -64,7 +68,9 @@ def ensure(requirements: Path, modules: tuple[str, ...], *, always_venv: bool = 
     """
     inside = Path(sys.prefix).resolve() == VENV.resolve()
     if inside:
-        _provision(requirements)
+        if _missing(modules):
+            _provision(requirements)
+            importlib.invalidate_caches()
         missing = _missing(modules)
         if missing:
             raise SystemExit(f"{requirements}: installed into {VENV}, yet {', '.join(missing)} will not import")

@@ -1,0 +1,109 @@
+"""Each output, evaluated in every variant of every .ci_support file: where it builds and what it needs."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+import pytest
+import yaml
+
+from conftest import REPO
+from support.recipe_checks import Feedstock, Render
+from support.recipe_eval import RenderedOutput, platform_names, resolve
+
+CONFIG = yaml.safe_load((REPO / "config" / "feedstock.yaml").read_text())
+PLUGIN = CONFIG["outputs"]["plugin"]["name"]
+CPU_OUTPUTS = (CONFIG["outputs"]["cpp"]["name"], CONFIG["outputs"]["python"]["name"])
+FLOOR = CONFIG["min_core_version"]
+CUDA_PACKAGE = re.compile(r"^(__cuda|cuda-|libcu|cudnn|libcudnn|libnv|nccl|cutensor)")
+
+
+@pytest.fixture(scope="module")
+def feedstock() -> Feedstock:
+    return Feedstock(REPO)
+
+
+def configs_building(feedstock: Feedstock, output: str) -> dict[str, list[tuple[Render, RenderedOutput]]]:
+    found: dict[str, list[tuple[Render, RenderedOutput]]] = defaultdict(list)
+    for render in feedstock.renders:
+        for rendered in render.outputs:
+            if rendered.name == output and rendered.built:
+                found[render.source].append((render, rendered))
+    return found
+
+
+def cuda_version(feedstock: Feedstock, name: str) -> str:
+    return str(feedstock.ci_support[name]["cuda_compiler_version"][0])
+
+
+def names(specs: list[str]) -> set[str]:
+    return {spec.split()[0] for spec in specs if isinstance(spec, str)}
+
+
+def test_the_plugin_builds_exactly_in_the_six_cuda_configs(feedstock: Feedstock) -> None:
+    cuda_configs = {name for name in feedstock.ci_support if cuda_version(feedstock, name) != "None"}
+    assert len(cuda_configs) == 6
+    assert set(configs_building(feedstock, PLUGIN)) == cuda_configs
+
+
+def test_the_plugin_builds_once_per_cuda_config_whatever_the_python_list(feedstock: Feedstock) -> None:
+    for name, built in configs_building(feedstock, PLUGIN).items():
+        assert "python" not in set().union(*(o.used_keys for _, o in built)), name
+        assert len({o.build_string for _, o in built}) == 1, name
+
+
+def test_the_plugin_pins_cuda_version_to_its_config_and_needs_no_python(feedstock: Feedstock) -> None:
+    for name, built in configs_building(feedstock, PLUGIN).items():
+        _, plugin = built[0]
+        version = cuda_version(feedstock, name)
+        assert f"cuda-version =={version}" in plugin.requirements["host"]
+        assert plugin.build_string.endswith("_cuda" + version.replace(".", ""))
+        for section in ("build", "host", "run"):
+            assert not {"python", "numpy", "pybind11"} & names(plugin.requirements.get(section, [])), (name, section)
+
+
+def test_the_plugin_needs_a_driver_and_cudnn_and_constrains_the_cores(feedstock: Feedstock) -> None:
+    for name, built in configs_building(feedstock, PLUGIN).items():
+        _, plugin = built[0]
+        assert "__cuda" in plugin.requirements["run"]
+        assert f"cudnn {CONFIG['cudnn']['major']}.*" in plugin.requirements["run"]
+        constraints = plugin.requirements["run_constraints"]
+        assert f"{CPU_OUTPUTS[1]} >={FLOOR}" in constraints
+        # old CUDA builds of the C++ library ship the same library file, so only CPU builds may join
+        assert f"{CPU_OUTPUTS[0]} >={FLOOR} *cpu" in constraints
+
+
+def test_the_plugin_is_built_for_its_platforms_gpu_architectures(feedstock: Feedstock) -> None:
+    recipe_outputs = {o["package"]["name"]: o for o in feedstock.recipe["outputs"]}
+    assert recipe_outputs[PLUGIN]["build"]["script"]["env"]["CUDA_ARCHITECTURES"] == "${{ cuda_architectures }}"
+    for name, built in configs_building(feedstock, PLUGIN).items():
+        render, _ = built[0]
+        version = cuda_version(feedstock, name)
+        expected = ";".join(CONFIG["cuda"]["versions"][version]["architectures"][render.platform])
+        namespace = {**render.variant, **platform_names(render.platform, render.platform)}
+        assert resolve(feedstock.recipe["context"]["cuda_architectures"], namespace) == expected
+
+
+def test_the_cpu_outputs_build_exactly_in_the_four_cpu_configs(feedstock: Feedstock) -> None:
+    cpu_configs = {name for name in feedstock.ci_support if cuda_version(feedstock, name) == "None"}
+    assert len(cpu_configs) == 4
+    for output in CPU_OUTPUTS:
+        assert set(configs_building(feedstock, output)) == cpu_configs, output
+
+
+def test_the_python_package_is_built_once_per_python(feedstock: Feedstock) -> None:
+    for name, built in configs_building(feedstock, CPU_OUTPUTS[1]).items():
+        strings = sorted(o.build_string for _, o in built)
+        assert [s[:5] for s in strings] == ["py311", "py312", "py313", "py314"], name
+        assert all(s.endswith("_cpu") for s in strings)
+
+
+@pytest.mark.parametrize("output", CPU_OUTPUTS)
+def test_the_cpu_outputs_never_require_a_cuda_package_or_compiler(feedstock: Feedstock, output: str) -> None:
+    for name, built in configs_building(feedstock, output).items():
+        for _, rendered in built:
+            for section, specs in rendered.requirements.items():
+                offending = [s for s in specs if isinstance(s, str) and (CUDA_PACKAGE.match(s) or "nvcc" in s)]
+                assert not offending, (name, section, offending)
+            assert "cuda_compiler" not in rendered.used_keys

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# onnxruntime-cpp: ONNX Runtime's C/C++ shared library, headers and CMake package, with the CPU
+# execution provider only (CUDA comes from the onnxruntime-ep-cuda plugin).
+set -euxo pipefail
+
+# --- environment
+cd "${SRC_DIR}"
+# shellcheck source=cmake_common.sh
+source "${RECIPE_DIR}/cmake_common.sh"
+
+# the unit tests have to run on the build machine
+if [[ "${CONDA_BUILD_CROSS_COMPILATION:-0}" == 1 ]]; then
+    unit_tests=OFF
+else
+    unit_tests=ON
+fi
+
+# --- configure
+# Nothing here touches the version: ORT reads it from VERSION_NUMBER, and the CUDA plugin needs a
+# core whose version string is plain X.Y.Z.
+# shellcheck disable=SC2086  # CMAKE_ARGS is conda-forge's space-separated list of toolchain flags
+cmake -S cmake -B build-cpp -G Ninja ${CMAKE_ARGS} \
+    "${ort_common_cmake_args[@]}" \
+    -Donnxruntime_BUILD_SHARED_LIB=ON \
+    -Donnxruntime_ENABLE_PYTHON=OFF \
+    -Donnxruntime_BUILD_UNIT_TESTS="${unit_tests}"
+
+# --- build
+cmake --build build-cpp
+
+# --- test
+if [[ "${unit_tests}" == ON ]]; then
+    # RegexFullMatch.NonUtf8Pattern writes invalid UTF-8 to stderr, which breaks rattler-build's log output
+    GTEST_FILTER=-RegexFullMatch.NonUtf8Pattern ctest --test-dir build-cpp --output-on-failure
+fi
+
+# --- install
+cmake --install build-cpp --prefix "${PREFIX}"
+# ORT installs its model-test runner whenever the unit tests are built: a test tool, not the library
+rm -f "${PREFIX}/bin/onnx_test_runner"

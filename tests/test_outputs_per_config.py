@@ -107,3 +107,15 @@ def test_the_cpu_outputs_never_require_a_cuda_package_or_compiler(feedstock: Fee
                 offending = [s for s in specs if isinstance(s, str) and (CUDA_PACKAGE.match(s) or "nvcc" in s)]
                 assert not offending, (name, section, offending)
             assert "cuda_compiler" not in rendered.used_keys
+
+
+def test_every_file_the_recipe_names_is_in_the_recipe_folder(feedstock: Feedstock) -> None:
+    recipe_dir = REPO / "recipe"
+    for output in feedstock.recipe["outputs"]:
+        script = output["build"]["script"]["file"]
+        # every output builds on win-64 as well as on unix
+        assert (recipe_dir / f"{script}.sh").is_file(), script
+        assert (recipe_dir / f"{script}.bat").is_file(), script
+        for test in output.get("tests", []):
+            for name in (test.get("files") or {}).get("recipe", []):
+                assert (recipe_dir / name).exists(), (output["package"]["name"], name)

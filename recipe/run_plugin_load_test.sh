@@ -10,7 +10,7 @@ library="$1"
 ep_name="$2"
 load_test=(python test_plugin_load.py --library "${library}" --ep-name "${ep_name}")
 
-if python -c "import ctypes; ctypes.CDLL('libcuda.so.1')"; then
+if python -c "import ctypes; ctypes.CDLL('libcuda.so.1')" 2>/dev/null; then
     gpus="$(nvidia-smi -L 2>/dev/null || true)"
     if [[ "${gpus}" == *"GPU "* ]]; then
         load_test+=(--require-device)

@@ -57,18 +57,11 @@ def mapped_libm() -> Path:
     pytest.skip("libm.so.6 is not mapped into this process")
 
 
-def test_load_registers_webgpu_into_the_floor_core_without_a_device(floor_core):
-    result = load(floor_core, linux_library(WEBGPU), WEBGPU.ep_name)
+@pytest.mark.parametrize(("core", "version"), [("floor_core", "1.24.4"), ("newest_core", "1.32.0")])
+def test_load_registers_webgpu_into_the_core_without_a_device(request, core, version):
+    result = load(request.getfixturevalue(core), linux_library(WEBGPU), WEBGPU.ep_name)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "onnxruntime 1.24.4" in result.stdout
-    assert f"no device for EP {WEBGPU.ep_name}" in result.stdout
-    assert f"unregister {WEBGPU.ep_name}" in result.stdout
-
-
-def test_load_registers_webgpu_into_the_newest_core_without_a_device(newest_core):
-    result = load(newest_core, linux_library(WEBGPU), WEBGPU.ep_name)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "onnxruntime 1.32.0" in result.stdout
+    assert f"onnxruntime {version}" in result.stdout
     assert f"no device for EP {WEBGPU.ep_name}" in result.stdout
     assert f"unregister {WEBGPU.ep_name}" in result.stdout
 

@@ -45,7 +45,7 @@ def plan(root: Path, generated: list[GeneratedFile]) -> Plan:
 
 
 def diff(root: Path, change: Plan) -> str:
-    chunks = []
+    chunks: list[str] = []
     for f in change.write:
         old = _read(root, f.path)
         chunks.extend(difflib.unified_diff(
@@ -67,14 +67,11 @@ def apply(root: Path, change: Plan) -> None:
         for f in change.write:
             target = root / f.path
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+            fd, name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+            staged.append((Path(name), target))
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 handle.write(f.text)
-            if target.exists():
-                os.chmod(temp, target.stat().st_mode & 0o777)
-            else:
-                os.chmod(temp, 0o644)
-            staged.append((Path(temp), target))
+            os.chmod(name, target.stat().st_mode & 0o777 if target.exists() else 0o644)
     except BaseException:
         for temp, _ in staged:
             temp.unlink(missing_ok=True)

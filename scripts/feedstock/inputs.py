@@ -135,7 +135,7 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split("."))
 
 
-def _output(node: Node, extra: set[str] = frozenset()) -> dict[str, Node]:
+def _output(node: Node, extra: frozenset[str] = frozenset()) -> dict[str, Node]:
     return node.mapping({"name", "summary", *extra}, {"name", "summary", *extra})
 
 
@@ -178,7 +178,7 @@ def _license(node: Node, platform_names: set[str]) -> License:
     vendored = []
     for item in fields["vendored"].items():
         entry = item.mapping({"dep", "spdx", "file", "outputs", "platforms"}, {"dep", "spdx"})
-        outputs = OUTPUT_KEYS
+        outputs: tuple[str, ...] = OUTPUT_KEYS
         if "outputs" in entry:
             outputs = tuple(o.choice(OUTPUT_KEYS) for o in entry["outputs"].items())
         platforms = None
@@ -223,7 +223,7 @@ def load_config(root: Path) -> Config:
         )
     python_maximum = python["maximum"].text(r"3\.\d+", "a Python version like 3.14") if "maximum" in python else None
     outputs = fields["outputs"].mapping({"plugin", "cpp", "python"}, {"plugin", "cpp", "python"})
-    plugin = _output(outputs["plugin"], {"ep_name", "library"})
+    plugin = _output(outputs["plugin"], frozenset({"ep_name", "library"}))
     library = plugin["library"].mapping({"unix", "win"}, {"unix", "win"})
     platforms = _platforms(fields["platforms"])
     cuda = fields["cuda"].mapping({"nvcc_threads", "build_jobs", "versions"}, {"nvcc_threads", "build_jobs", "versions"})

@@ -13,12 +13,16 @@ import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .errors import InputError
 from .inputs import CONFIG, PINNING, Config, Platform
 from .reader import Node, load_yaml
 
 NONE = "None"  # how conda-forge spells "no CUDA" in cuda_compiler_version
+# A variant file's content as conda-smithy writes it: mostly lists of strings, plus zip_keys (lists of
+# lists) and pin_run_as_build (a mapping); it is YAML-shaped data, typed as such.
+VariantValues = dict[str, Any]
 
 # Keys conda-smithy keeps in every file whenever the pinning has them, used or not.
 ALWAYS_KEPT = ("channel_sources", "channel_targets", "docker_image", "MACOSX_DEPLOYMENT_TARGET",
@@ -46,15 +50,15 @@ class Pinning:
     snapshot: str
     zip_keys: dict[str, tuple[tuple[str, ...], ...]]  # by OS
     docker_image: dict[str, str]  # by build platform
-    common: dict[str, object]
+    common: VariantValues
     platforms: dict[str, dict[str, list[str]]]  # by platform name or OS
 
-    def values_for(self, platform: Platform) -> dict[str, object]:
+    def values_for(self, platform: Platform) -> VariantValues:
         """Every key's values for one target platform, the way the selectors would leave them."""
         specific = self.platforms.get(platform.name, self.platforms.get(platform.os))
         if specific is None:
             raise InputError(PINNING, "platforms", f"no entry for {platform.name} (nor for {platform.os})")
-        values: dict[str, object] = {**self.common, **specific, "target_platform": [platform.name]}
+        values: VariantValues = {**self.common, **specific, "target_platform": [platform.name]}
         if platform.os == "linux":
             image = self.docker_image.get(platform.build_platform)
             if image is None:
@@ -92,7 +96,7 @@ class CiConfig:
 
     name: str
     platform: Platform
-    values: dict[str, object]
+    values: VariantValues
     builds: tuple[str, ...] = field(default=())  # output keys built in this job
 
     @property
@@ -105,7 +109,7 @@ class CiConfig:
         return tuple(v.split(".*")[0] for v in self.values.get("python", [])) if "python" in self.builds else ()
 
 
-def _variants(values: dict[str, object], zip_groups: tuple[tuple[str, ...], ...]) -> list[dict[str, str]]:
+def _variants(values: VariantValues, zip_groups: tuple[tuple[str, ...], ...]) -> list[dict[str, str]]:
     """The cartesian product of the lists, zipped keys moving together."""
     listed = {k: v for k, v in values.items() if isinstance(v, list)}
     axes: list[list[dict[str, str]]] = []
@@ -125,14 +129,14 @@ def _variants(values: dict[str, object], zip_groups: tuple[tuple[str, ...], ...]
     return [dict(kv for part in combo for kv in part.items()) for combo in itertools.product(*axes)]
 
 
-def ci_support_name(platform: Platform, config: dict[str, object], split_keys: set[str]) -> str:
+def ci_support_name(platform: Platform, config: VariantValues, split_keys: set[str]) -> str:
     """conda-smithy's `package_key`, prefixed with the platform (`dump_subspace_config_files`)."""
     key = "".join(k + str(config[k][0]) for k in sorted(split_keys) if k != "target_platform")
     name = f"{platform.name.replace('-', '_')}_" + key.replace("*", "_").replace(" ", "_")
     return re.sub(r'[<>:?*,"/|\\]', "", name)
 
 
-def _loop_keys(values: dict[str, object]) -> set[str]:
+def _loop_keys(values: VariantValues) -> set[str]:
     return {k for k, v in values.items() if isinstance(v, list) and len(v) > 1}
 
 

@@ -10,7 +10,7 @@ import jinja2
 import yaml
 
 from .inputs import OUTPUT_KEYS, BotFields, Config
-from .matrix import CiConfig
+from .matrix import CiConfig, VariantValues
 
 COMMAND = "python3 scripts/render.py"
 TEMPLATES = Path(__file__).parent / "templates"
@@ -78,8 +78,9 @@ def cuda_architectures_expression(config: Config) -> str:
             by_list.setdefault(cuda.architectures[platform], []).append(platform)
         for archs, platforms in by_list.items():
             condition = f'cuda_compiler_version == "{cuda.version}"'
-            if len(platforms) < len(all_cuda):
-                condition += " and " + _platform_condition(tuple(platforms))
+            only_some = _platform_condition(tuple(platforms)) if len(platforms) < len(all_cuda) else None
+            if only_some:
+                condition += " and " + only_some
             branches.append(f'"{";".join(archs)}" if {condition}')
     return " else ".join(branches) + ' else ""'
 
@@ -140,9 +141,9 @@ def render_recipe(config: Config, bot: BotFields) -> str:
     )
 
 
-def _sorted_config(values: dict[str, object]) -> dict[str, object]:
+def _sorted_config(values: VariantValues) -> VariantValues:
     """conda-smithy's `sort_config`: keys and list values sorted, zip groups kept, pins min before max."""
-    ordered: dict[str, object] = {}
+    ordered: VariantValues = {}
     for key in sorted(values):
         value = values[key]
         if key == "pin_run_as_build":

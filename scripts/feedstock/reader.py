@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Set
 from typing import Any
 
 import yaml
@@ -42,7 +43,7 @@ class Node:
             part = f'"{name}"'
         return f"{self.key}.{part}" if self.key else part
 
-    def mapping(self, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Node]:
+    def mapping(self, allowed: Set[str], required: Set[str] = frozenset()) -> dict[str, Node]:
         if not isinstance(self.value, dict):
             raise self.fail(f"expected a mapping, got {type_name(self.value)}")
         for name in self.value:

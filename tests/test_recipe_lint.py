@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from support import rattler_render
 from support import recipe_checks as checks
 from support.recipe_checks import Feedstock, Render, run_checks
 from support.recipe_eval import HASH, RenderedOutput, expand_variants
@@ -312,33 +313,68 @@ def test_a_broken_copy_fails_exactly_the_checks_written_for_it(case: str, tmp_pa
 
 # The real tools, where this machine has them.
 
+# Keys rattler-build reports for every output, which conda-smithy keeps in every file regardless.
+ALWAYS_THERE = {"target_platform", "build_platform", "host_platform", "channel_sources", "channel_targets",
+                "MACOSX_DEPLOYMENT_TARGET", "MACOSX_SDK_VERSION", "macos_machine", "docker_image"}
+
+
 def _variant_key(variant: dict[str, str], keys: set[str]) -> tuple[tuple[str, str], ...]:
-    platform_keys = {"target_platform", "build_platform", "host_platform"}
-    return tuple(sorted((k, str(variant[k])) for k in keys - platform_keys))
+    return tuple(sorted((k, str(variant[k])) for k in keys - ALWAYS_THERE))
 
 
-@pytest.mark.skipif(shutil.which("rattler-build") is None, reason="rattler-build is not on PATH")
-@pytest.mark.parametrize("ci_name", CI_NAMES)
-def test_rattler_build_renders_what_the_helper_evaluates(ci_name: str, real: Feedstock, tmp_path: Path) -> None:
+def _rattler_build_renders(real: Feedstock, ci_name: str, tmp_path: Path) -> list[tuple[str, str, dict[str, str]]]:
+    """(package, build string, variant) of every output rattler-build builds for one .ci_support file.
+
+    The `rattler-build` command where this machine has it, else the same engine through its Python
+    bindings (py-rattler-build, installed with the test requirements)."""
     config = real.ci_support[ci_name]
     platform = config["target_platform"][0]
+    if shutil.which("rattler-build") is None:
+        return [(r.name, r.build_string, r.used_variant) for r in rattler_render.render(
+            REPO / "recipe" / "recipe.yaml", config, platform, real.build_platform(platform))]
     result = subprocess.run(
         ["rattler-build", "build", "--render-only", "-m", f".ci_support/{ci_name}.yaml", "--recipe", "recipe",
          "--target-platform", platform, "--build-platform", real.build_platform(platform),
          "--output-dir", str(tmp_path)],
         cwd=REPO, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr
-    theirs = set()
+    rendered = []
     for item in json.loads(result.stdout):
         skip = item["recipe"].get("build", {}).get("skip")
         if skip is True or (isinstance(skip, list) and any(skip)):
             continue
-        variant = item["build_configuration"]["variant"]
-        string = re.sub(r"h[0-9a-f]{7}", f"h{HASH}", item["recipe"]["build"]["string"])
-        theirs.add((item["recipe"]["package"]["name"], string, _variant_key(variant, set(variant) & set(config))))
+        rendered.append((item["recipe"]["package"]["name"], item["recipe"]["build"]["string"],
+                         item["build_configuration"]["variant"]))
+    return rendered
+
+
+@pytest.mark.parametrize("ci_name", CI_NAMES)
+def test_rattler_build_renders_what_the_helper_evaluates(ci_name: str, real: Feedstock, tmp_path: Path) -> None:
+    config = real.ci_support[ci_name]
+    theirs = {(name, re.sub(r"h[0-9a-f]{7}", f"h{HASH}", string), _variant_key(variant, set(variant) & set(config)))
+              for name, string, variant in _rattler_build_renders(real, ci_name, tmp_path)}
     ours = {(o.name, o.build_string, _variant_key(r.variant, set(o.used_keys) & set(config)))
             for r, o in real.built() if r.source == ci_name}
     assert theirs == ours
+
+
+def test_file_names_follow_from_what_rattler_build_says_each_output_reads(real: Feedstock) -> None:
+    """conda-smithy's collapse, fed by rattler-build's own render of every variant the pinning offers."""
+    names = set()
+    for platform in real.platforms:
+        pinning = real.pinning(platform)
+        lists = {k: v for k, v in pinning.items() if isinstance(v, list) and k != "zip_keys"}
+        groups = [[k for k in group if k in lists] for group in pinning["zip_keys"]]
+        variants = {**lists, "zip_keys": [g for g in groups if len(g) > 1]}
+        rendered = rattler_render.render(REPO / "recipe" / "recipe.yaml", variants, platform,
+                                         real.build_platform(platform))
+        loop_keys = {k for k, values in lists.items() if len(values) > 1}
+        split = set.intersection(*(set(r.used_variant) & loop_keys for r in rendered))
+        for r in rendered:
+            key = "".join(k + r.used_variant[k] for k in sorted(split))
+            name = platform.replace("-", "_") + "_" + key.replace("*", "_").replace(" ", "_")
+            names.add(re.sub(r'[<>:?*,"/|\\]', "", name))
+    assert names == set(CI_NAMES)
 
 
 @pytest.mark.skipif(shutil.which("conda-smithy") is None, reason="conda-smithy is not on PATH")

@@ -202,25 +202,22 @@ def test_cpu_build_script_never_enables_cuda(script: Path):
 # --- the plugin build
 
 
-def test_plugin_build_fails_when_upstream_floor_disagrees(tmp_path, source_tree):
-    (source_tree / "plugin-ep-cuda" / "MIN_ONNXRUNTIME_VERSION").write_text("1.26.0\n")
+def _floor_file_says(version: str):
+    return lambda path: path.write_text(f"{version}\n")
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (_floor_file_says("1.26.0"), "says '1.26.0' but the recipe's min_core_version is '1.24.4'"),
+    (lambda path: path.unlink(), "plugin-ep-cuda/MIN_ONNXRUNTIME_VERSION is missing"),
+], ids=["disagrees", "missing"])
+def test_plugin_build_stops_before_configuring_unless_upstream_floor_agrees(tmp_path, source_tree, change, message):
+    change(source_tree / "plugin-ep-cuda" / "MIN_ONNXRUNTIME_VERSION")
     tools = FakeTools(tmp_path, "cmake")
 
     result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, tmp_path / "prefix"))
 
     assert result.returncode != 0
-    assert "says '1.26.0' but the recipe's min_core_version is '1.24.4'" in result.stderr
-    assert tools.calls("cmake") == []
-
-
-def test_plugin_build_fails_when_upstream_floor_file_is_missing(tmp_path, source_tree):
-    (source_tree / "plugin-ep-cuda" / "MIN_ONNXRUNTIME_VERSION").unlink()
-    tools = FakeTools(tmp_path, "cmake")
-
-    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, tmp_path / "prefix"))
-
-    assert result.returncode != 0
-    assert "plugin-ep-cuda/MIN_ONNXRUNTIME_VERSION is missing" in result.stderr
+    assert message in result.stderr
     assert tools.calls("cmake") == []
 
 

@@ -21,6 +21,10 @@ if not "%SOURCE_MIN_VERSION%"=="%ORT_MIN_CORE_VERSION%" (
     exit 1
 )
 
+@rem how many compiles at once: the recipe's cap, or fewer on a runner with fewer cores
+set "BUILD_JOBS=%CUDA_BUILD_JOBS%"
+if defined CPU_COUNT if %CPU_COUNT% LSS %CUDA_BUILD_JOBS% set "BUILD_JOBS=%CPU_COUNT%"
+
 @rem --- configure
 set "PLUGIN_CMAKE_ARGS=-Donnxruntime_USE_CUDA=ON -Donnxruntime_BUILD_CUDA_EP_AS_PLUGIN=ON"
 @rem the plugin alone: no Python bindings, no core library, no tests
@@ -41,7 +45,7 @@ cmake -S cmake -B build-ep-cuda -G Ninja %CMAKE_ARGS% %ORT_COMMON_CMAKE_ARGS% %P
 if errorlevel 1 exit 1
 
 @rem --- build
-cmake --build build-ep-cuda --target onnxruntime_providers_cuda_plugin --parallel %CUDA_BUILD_JOBS%
+cmake --build build-ep-cuda --target onnxruntime_providers_cuda_plugin --parallel %BUILD_JOBS%
 if errorlevel 1 exit 1
 
 @rem --- install

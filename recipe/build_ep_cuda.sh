@@ -32,6 +32,25 @@ if [[ "${source_min_version}" != "${ORT_MIN_CORE_VERSION}" ]]; then
     exit 1
 fi
 
+# the plugin links ONNX Runtime's static libraries, and with them protobuf, abseil and the rest, all
+# compiled with default visibility: keep their symbols out of the plugin's exports, which must be
+# CreateEpFactories and ReleaseEpFactory alone (check_plugin_binary.py enforces it)
+export LDFLAGS="${LDFLAGS:-} -Wl,--exclude-libs,ALL"
+
+# how many compiles at once: the recipe's cap, the runner's cores, and what its memory holds at
+# NVCC_GB_PER_THREAD for each of the NVCC_THREADS threads of a compile
+build_jobs="${CUDA_BUILD_JOBS}"
+memory_jobs="$(awk -v per_job="$(( NVCC_THREADS * NVCC_GB_PER_THREAD ))" \
+    '/^MemAvailable:/ {print int($2 / 1048576 / per_job)}' /proc/meminfo)"
+for limit in "${CPU_COUNT:-${build_jobs}}" "${memory_jobs}"; do
+    if (( limit < build_jobs )); then
+        build_jobs="${limit}"
+    fi
+done
+if (( build_jobs < 1 )); then
+    build_jobs=1
+fi
+
 # --- configure
 plugin_cmake_args=(
     -Donnxruntime_USE_CUDA=ON
@@ -46,6 +65,8 @@ plugin_cmake_args=(
     -Donnxruntime_NVCC_THREADS="${NVCC_THREADS}"
     # the recipe's list for this CUDA version and platform, overriding the CUDAARCHS nvcc's activation sets
     -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHITECTURES}"
+    # upstream hides the plugin's C and C++ symbols; its CUDA objects' host stubs are hidden here too
+    -DCMAKE_CUDA_VISIBILITY_PRESET=hidden
     -Donnxruntime_CUDA_HOME="${cuda_root}"
     -Donnxruntime_CUDNN_HOME="${PREFIX}"
     -DCUDAToolkit_ROOT="${cuda_root}"
@@ -66,7 +87,7 @@ cmake -S cmake -B build-ep-cuda -G Ninja ${CMAKE_ARGS} \
     "${plugin_cmake_args[@]}"
 
 # --- build
-cmake --build build-ep-cuda --target onnxruntime_providers_cuda_plugin --parallel "${CUDA_BUILD_JOBS}"
+cmake --build build-ep-cuda --target onnxruntime_providers_cuda_plugin --parallel "${build_jobs}"
 
 # --- install
 plugin_library="build-ep-cuda/libonnxruntime_providers_cuda.so"

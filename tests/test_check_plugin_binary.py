@@ -31,6 +31,9 @@ class FakePlugin:
     undefined: tuple[str, ...] = ()
     links: tuple[str, ...] = CUDA_LINKS + SYSTEM_LINKS
     hidden_visibility: bool = True
+    # like ONNX Runtime's own static libraries: code compiled with default visibility, linked in
+    static_archive: bool = False
+    exclude_libs: bool = False
 
 
 @pytest.fixture(scope="session")
@@ -57,8 +60,9 @@ def stub_libraries(gcc: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def plugin_source(plugin: FakePlugin) -> str:
-    declarations = [f"extern void {name}(void);" for name in plugin.undefined]
-    calls = " ".join(f"{name}();" for name in plugin.undefined)
+    undefined = (*plugin.undefined, *(("vendored_helper",) if plugin.static_archive else ()))
+    declarations = [f"extern void {name}(void);" for name in undefined]
+    calls = " ".join(f"{name}();" for name in undefined)
     exported = [f'__attribute__((visibility("default"))) int {name}(void) {{ return internal_helper(); }}'
                 for name in plugin.exports]
     return "\n".join([*declarations, f"int internal_helper(void) {{ {calls} return 0; }}", *exported, ""])
@@ -69,10 +73,20 @@ def build(plugin: FakePlugin, gcc: str, stubs: Path, directory: Path) -> Path:
     library = directory / "libonnxruntime_providers_cuda.so"
     source.write_text(plugin_source(plugin))
     visibility = ["-fvisibility=hidden"] if plugin.hidden_visibility else []
+    archives = [str(static_archive(gcc, directory))] if plugin.static_archive else []
+    exclude = ["-Wl,--exclude-libs,ALL"] if plugin.exclude_libs else []
     # --no-as-needed keeps a DT_NEEDED entry for every linked library, used or not, as in a real build.
-    subprocess.run([gcc, "-shared", "-fPIC", *visibility, str(source), "-o", str(library),
+    subprocess.run([gcc, "-shared", "-fPIC", *visibility, str(source), *archives, "-o", str(library), *exclude,
                     "-Wl,--no-as-needed", f"-L{stubs}", *(f"-l:{name}" for name in plugin.links)], check=True)
     return library
+
+
+def static_archive(gcc: str, directory: Path) -> Path:
+    source, obj, archive = directory / "vendored.c", directory / "vendored.o", directory / "libvendored.a"
+    source.write_text("void vendored_helper(void) {}\n")
+    subprocess.run([gcc, "-c", "-fPIC", str(source), "-o", str(obj)], check=True)
+    subprocess.run(["ar", "rcs", str(archive), str(obj)], check=True)
+    return archive
 
 
 def audit(python: Path, library: Path) -> tuple[int, set[tuple[str, str]], str]:
@@ -127,6 +141,20 @@ def test_audit_rejects_a_library_built_without_hidden_visibility(audit_python, g
     plugin = FakePlugin(hidden_visibility=False)
     returncode, failures, output = audit_fake(plugin, audit_python, gcc, stub_libraries, tmp_path)
     assert (returncode, failures) == (1, {("exports-only-entry-points", "internal_helper")}), output
+
+
+def test_audit_rejects_static_libraries_whose_symbols_leak_into_the_exports(
+        audit_python, gcc, stub_libraries, tmp_path):
+    plugin = FakePlugin(static_archive=True)
+    returncode, failures, output = audit_fake(plugin, audit_python, gcc, stub_libraries, tmp_path)
+    assert (returncode, failures) == (1, {("exports-only-entry-points", "vendored_helper")}), output
+
+
+def test_audit_passes_static_libraries_linked_with_exclude_libs_as_the_plugin_build_does(
+        audit_python, gcc, stub_libraries, tmp_path):
+    plugin = FakePlugin(static_archive=True, exclude_libs=True)
+    returncode, failures, output = audit_fake(plugin, audit_python, gcc, stub_libraries, tmp_path)
+    assert (returncode, failures) == (0, set()), output
 
 
 def test_audit_refuses_a_file_that_is_no_library(audit_python, tmp_path):

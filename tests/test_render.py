@@ -151,7 +151,7 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         "outputs.plugin.name: required key is missing"),
     "invalid YAML": (
         lambda t: t + "\n  - [unbalanced\n",
-        "line 111: not valid YAML (expected <block end>, but found '-')"),
+        "line {appended}: not valid YAML (expected <block end>, but found '-')"),
 }
 
 
@@ -159,7 +159,9 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
 def test_bad_config_gets_one_clear_message_and_an_untouched_tree(feedstock: Path, case: str) -> None:
     edit, message = BAD_CONFIGS[case]
     config = feedstock / "config" / "feedstock.yaml"
-    config.write_text(edit(config.read_text()))
+    original = config.read_text()
+    config.write_text(edit(original))
+    message = message.replace("{appended}", str(len(original.splitlines()) + 2))
     (feedstock / ".ci_support" / "osx_arm64_.yaml").unlink()  # a render would have to restore it
     before = snapshot(feedstock)
     for args in ((), ("--check",)):

@@ -111,6 +111,7 @@ class Config:
     platforms: tuple[Platform, ...]
     cuda_versions: tuple[CudaVersion, ...]
     nvcc_threads: int
+    nvcc_gb_per_thread: int
     cuda_build_jobs: int
 
     @property
@@ -222,11 +223,12 @@ def load_config(root: Path) -> Config:
             f"{python_minimum} is below ONNX Runtime's Python floor {'.'.join(map(str, ORT_PYTHON_FLOOR))}"
         )
     python_maximum = python["maximum"].text(r"3\.\d+", "a Python version like 3.14") if "maximum" in python else None
-    outputs = fields["outputs"].mapping({"plugin", "cpp", "python"}, {"plugin", "cpp", "python"})
+    outputs = fields["outputs"].mapping(set(OUTPUT_KEYS), set(OUTPUT_KEYS))
     plugin = _output(outputs["plugin"], frozenset({"ep_name", "library"}))
     library = plugin["library"].mapping({"unix", "win"}, {"unix", "win"})
     platforms = _platforms(fields["platforms"])
-    cuda = fields["cuda"].mapping({"nvcc_threads", "build_jobs", "versions"}, {"nvcc_threads", "build_jobs", "versions"})
+    cuda_keys = {"nvcc_threads", "nvcc_gb_per_thread", "build_jobs", "versions"}
+    cuda = fields["cuda"].mapping(cuda_keys, cuda_keys)
     cuda_platforms = tuple(p for p in platforms if p.cuda)
     return Config(
         homepage=about["homepage"].text(r"https://\S+", "an https URL"),
@@ -253,6 +255,7 @@ def load_config(root: Path) -> Config:
         platforms=platforms,
         cuda_versions=_cuda_versions(cuda["versions"], cuda_platforms),
         nvcc_threads=cuda["nvcc_threads"].integer(1, 64),
+        nvcc_gb_per_thread=cuda["nvcc_gb_per_thread"].integer(1, 64),
         cuda_build_jobs=cuda["build_jobs"].integer(1, 256),
     )
 

@@ -121,6 +121,7 @@ def render_recipe(config: Config, bot: BotFields) -> str:
         min_core_version=config.min_core_version,
         cuda_architectures_expr=cuda_architectures_expression(config),
         nvcc_threads=config.nvcc_threads,
+        nvcc_gb_per_thread=config.nvcc_gb_per_thread,
         cuda_build_jobs=config.cuda_build_jobs,
         cudnn_as=config.cudnn_as,
         cudnn_major=config.cudnn_major,

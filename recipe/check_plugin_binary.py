@@ -54,8 +54,10 @@ ALLOWED_DEPENDENCIES = (
     Allowance("C++ runtime, run-exported by the compiler", elf=("libstdc++.so.6", "libgcc_s.so.1")),
     Allowance("MSVC C++ runtime and the universal CRT, run-exported by the compiler",
               pe=("msvcp140*.dll", "vcruntime140*.dll", "ucrtbase.dll", "api-ms-win-crt-*.dll")),
-    Allowance("Windows system libraries behind the logging, tracing and stack traces of the ORT code linked in",
-              pe=("kernel32.dll", "advapi32.dll", "dbghelp.dll", "api-ms-win-core-*.dll", "api-ms-win-eventing-*.dll")),
+    Allowance("Windows system libraries behind the logging, tracing, stack traces and environment queries of "
+              "the ORT code linked in; part of every Windows installation",
+              pe=("kernel32.dll", "advapi32.dll", "dbghelp.dll", "shell32.dll", "user32.dll",
+                  "api-ms-win-core-*.dll", "api-ms-win-eventing-*.dll", "api-ms-win-service-*.dll")),
 )
 
 

@@ -37,6 +37,7 @@ STANDARD_CMAKE_VARIABLES = {
     "Python_NumPy_INCLUDE_DIR": "CMake's FindPython: the target's NumPy headers when cross-compiling",
     "gtest_force_shared_crt": "googletest: link gtest with the DLL runtime like the rest of the Windows build",
     "CMAKE_CUDA_VISIBILITY_PRESET": "CMake: default CUDA_VISIBILITY_PRESET, keeping the plugin's CUDA symbols private",
+    "CMAKE_PROJECT_onnxruntime_INCLUDE": "CMake: a file run after ORT's project(), renaming the Windows core library",
 }
 
 CMAKE_DEFINE = re.compile(r"-D([A-Za-z_][A-Za-z0-9_]*)(?::[A-Z]+)?=")
@@ -553,3 +554,36 @@ def test_cpp_consumer_builds_and_runs_against_an_installed_package(tmp_path):
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "CPUExecutionProvider" in result.stdout
+
+
+# --- the Windows core library's name
+
+
+def test_the_core_library_rename_renames_only_the_core_and_its_exported_target(tmp_path):
+    """recipe/cmake/rename_core_library.cmake, run by real CMake on a project shaped like ONNX Runtime's."""
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        pytest.skip("cmake is not on PATH")
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "lib.c").write_text("int answer(void) { return 42; }\n")
+    (source / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(onnxruntime C)\n"
+        "add_library(onnxruntime SHARED lib.c)\nadd_library(onnxruntime_providers_shared SHARED lib.c)\n"
+        "install(TARGETS onnxruntime EXPORT onnxruntimeTargets LIBRARY DESTINATION lib)\n"
+        "install(EXPORT onnxruntimeTargets NAMESPACE onnxruntime:: DESTINATION lib/cmake/onnxruntime)\n")
+    include = f"-DCMAKE_PROJECT_onnxruntime_INCLUDE={RECIPE / 'cmake' / 'rename_core_library.cmake'}"
+    for command in ([cmake, "-S", str(source), "-B", str(tmp_path / "build"), include,
+                     f"-DCMAKE_INSTALL_PREFIX={tmp_path / 'prefix'}"],
+                    [cmake, "--build", str(tmp_path / "build")],
+                    [cmake, "--install", str(tmp_path / "build")]):
+        subprocess.run(command, check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    built = {p.name for p in (tmp_path / "build").glob("*.so")}
+    assert built == {"libonnxruntime_conda.so", "libonnxruntime_providers_shared.so"}
+    exported = "".join(p.read_text() for p in (tmp_path / "prefix/lib/cmake/onnxruntime").glob("*.cmake"))
+    assert "libonnxruntime_conda.so" in exported and "libonnxruntime.so" not in exported
+
+
+def test_only_the_windows_core_build_renames_the_library():
+    uses = {path.name for path in RECIPE.glob("build_*") if "rename_core_library.cmake" in path.read_text()}
+    assert uses == {"build_cpp.bat"}

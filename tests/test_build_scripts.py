@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import FLOOR_CORE_VERSION
 from support.pyenvs import python_env, run
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipe"
@@ -43,12 +44,12 @@ STANDARD_CMAKE_VARIABLES = {
 CMAKE_DEFINE = re.compile(r"-D([A-Za-z_][A-Za-z0-9_]*)(?::[A-Z]+)?=")
 # A CMake variable about CUDA, nvcc, or one of the plugin build's CUDA settings.
 CUDA_IN_CODE = re.compile(r"-D\w*cuda|nvcc|\$\{?cuda_|%cuda_", re.IGNORECASE)
-MIN_CORE_VERSION = "1.24.4"
+MIN_CORE_VERSION = FLOOR_CORE_VERSION
 PLUGIN_TARGET = "onnxruntime_providers_cuda_plugin"
 
 # The recipe's CPU test script needs these next to a core; the cores bracket what the plugin supports.
 PYTHON_TEST_REQUIREMENTS = ["onnx==1.23.2", "numpy"]
-FLOOR_CORE = "onnxruntime==1.24.4"
+FLOOR_CORE = f"onnxruntime=={FLOOR_CORE_VERSION}"
 # The newest release on PyPI when this was written; bump on purpose.
 NEWEST_CORE = "onnxruntime==1.32.0"
 
@@ -86,7 +87,7 @@ def code_text(script: Path) -> str:
 
 
 def onnxruntime_cmake_names(shared: Path) -> set[str]:
-    """Every variable ORT's CMake reads or conda-forge's onnxruntime builds set, per the facts file."""
+    """Every variable ORT's CMake reads or conda-forge's onnxruntime builds set (shared/facts/onnxruntime-cmake-options.yaml)."""
     facts = yaml.safe_load((shared / "facts" / "onnxruntime-cmake-options.yaml").read_text())
     names: set[str] = set()
     for section in ("options", "cmake_dependent_options", "cache_variables"):
@@ -209,7 +210,7 @@ def _floor_file_says(version: str):
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    (_floor_file_says("1.26.0"), "says '1.26.0' but the recipe's min_core_version is '1.24.4'"),
+    (_floor_file_says("1.26.0"), f"says '1.26.0' but the recipe's min_core_version is '{MIN_CORE_VERSION}'"),
     (lambda path: path.unlink(), "plugin-ep-cuda/MIN_ONNXRUNTIME_VERSION is missing"),
 ], ids=["disagrees", "missing"])
 def test_plugin_build_stops_before_configuring_unless_upstream_floor_agrees(tmp_path, source_tree, change, message):

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import FLOOR_CORE_VERSION
 from support.pyenvs import python_env, run
 from support.wheels import GGML, WEBGPU, linux_library
 
 LOAD = Path(__file__).resolve().parents[1] / "recipe" / "test_plugin_load.py"
 # What the recipe's load test needs next to a core; onnx builds the model, numpy compares results.
 LOAD_REQUIREMENTS = ["onnx==1.23.2", "numpy"]
-FLOOR_CORE = "onnxruntime==1.24.4"
+FLOOR_CORE = f"onnxruntime=={FLOOR_CORE_VERSION}"
 # The newest release on PyPI when this was written (`pip index versions onnxruntime`); bump on purpose.
 NEWEST_CORE = "onnxruntime==1.32.0"
 # The webgpu plugin refuses cores older than its floor, 1.24.4, at registration.
@@ -57,7 +58,8 @@ def mapped_libm() -> Path:
     pytest.skip("libm.so.6 is not mapped into this process")
 
 
-@pytest.mark.parametrize(("core", "version"), [("floor_core", "1.24.4"), ("newest_core", "1.32.0")])
+@pytest.mark.parametrize(("core", "version"), [("floor_core", FLOOR_CORE_VERSION),
+                                               ("newest_core", NEWEST_CORE.split("==")[1])])
 def test_load_registers_webgpu_into_the_core_without_a_device(request, core, version):
     result = load(request.getfixturevalue(core), linux_library(WEBGPU), WEBGPU.ep_name)
     assert result.returncode == 0, result.stdout + result.stderr

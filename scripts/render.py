@@ -30,10 +30,7 @@ def generate(root: Path) -> list[outputs.GeneratedFile]:
     jobs = matrix.build_matrix(config, pinning)
     readme_path = root / outputs.README
     readme = readme_path.read_text(encoding="utf-8") if readme_path.exists() else ""
-    try:
-        return outputs.render_all(config, bot, jobs, readme)
-    except ValueError as exc:
-        raise InputError(outputs.README, "build matrix", str(exc).split(": ", 1)[-1]) from None
+    return outputs.render_all(config, bot, jobs, readme)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -115,8 +115,8 @@ CONFIG_ERROR = "error: config/feedstock.yaml: "
 BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
     "unknown key": (
         lambda t: t.replace("maintainers:", "colour: blue\nmaintainers:"),
-        "colour: unknown key (allowed: about, cuda, cudnn, license, maintainers, min_core_version, outputs, "
-        "platforms, python, source)"),
+        "colour: unknown key (allowed: about, cuda, cudnn, feedstock, license, maintainers, min_core_version, "
+        "outputs, platforms, python, source)"),
     "wrong type": (
         lambda t: t.replace("  nvcc_threads: 2", "  nvcc_threads: two"),
         "cuda.nvcc_threads: expected a whole number, got a string 'two'"),
@@ -199,3 +199,13 @@ def test_render_takes_under_a_second(feedstock: Path, args: tuple[str, ...]) -> 
         timings.append(time.perf_counter() - start)
         assert result.returncode == 0
     assert statistics.median(timings) < 1.0, timings
+
+
+def test_a_readme_without_its_markers_is_named_and_left_alone(feedstock: Path) -> None:
+    readme = feedstock / "README.md"
+    readme.write_text(readme.read_text().replace("<!-- end of build matrix -->", ""))
+    before = snapshot(feedstock)
+    result = render(feedstock)
+    assert (result.returncode, result.stderr) == (
+        2, "error: README.md: build matrix: its begin and end markers are missing or out of order\n")
+    assert snapshot(feedstock) == before

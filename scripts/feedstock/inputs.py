@@ -91,6 +91,8 @@ class CudaVersion:
 
 @dataclass(frozen=True)
 class Config:
+    feedstock_name: str
+    summary: str
     homepage: str
     repository: str
     documentation: str
@@ -128,7 +130,7 @@ class BotFields:
     number: int
 
 
-TOP_KEYS = ("about", "license", "maintainers", "source", "min_core_version", "cudnn", "python", "outputs",
+TOP_KEYS = ("feedstock", "about", "license", "maintainers", "source", "min_core_version", "cudnn", "python", "outputs",
             "platforms", "cuda")
 
 
@@ -230,7 +232,10 @@ def load_config(root: Path) -> Config:
     cuda_keys = {"nvcc_threads", "nvcc_gb_per_thread", "build_jobs", "versions"}
     cuda = fields["cuda"].mapping(cuda_keys, cuda_keys)
     cuda_platforms = tuple(p for p in platforms if p.cuda)
+    feedstock = fields["feedstock"].mapping({"name", "summary"}, {"name", "summary"})
     return Config(
+        feedstock_name=feedstock["name"].text(r"[a-z0-9][a-z0-9._-]*", "a conda package name"),
+        summary=feedstock["summary"].text(),
         homepage=about["homepage"].text(r"https://\S+", "an https URL"),
         repository=about["repository"].text(r"https://\S+", "an https URL"),
         documentation=about["documentation"].text(r"https://\S+", "an https URL"),

@@ -9,6 +9,7 @@ from pathlib import Path
 import jinja2
 import yaml
 
+from .errors import InputError
 from .inputs import OUTPUT_KEYS, BotFields, Config
 from .matrix import CiConfig, VariantValues
 
@@ -133,6 +134,8 @@ def render_recipe(config: Config, bot: BotFields) -> str:
             {"spec": f"{config.python_package.name} =={config.min_core_version}", "why": "the oldest supported core"},
             {"spec": config.python_package.name, "why": "the newest core the solver finds"},
         ],
+        feedstock_name=config.feedstock_name,
+        summary=config.summary,
         homepage=config.homepage,
         repository=config.repository,
         documentation=config.documentation,
@@ -190,7 +193,7 @@ def splice_readme(current: str, table: str) -> str:
     start = current.find(MATRIX_BEGIN)
     end = current.find(MATRIX_END)
     if start == -1 or end == -1 or end < start:
-        raise ValueError(f"{README}: the markers of the generated build matrix are missing or out of order")
+        raise InputError(README, "build matrix", "its begin and end markers are missing or out of order")
     return current[:start] + table + current[end + len(MATRIX_END):]
 
 

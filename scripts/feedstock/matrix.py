@@ -25,8 +25,9 @@ NONE = "None"  # how conda-forge spells "no CUDA" in cuda_compiler_version
 VariantValues = dict[str, Any]
 
 # Keys conda-smithy keeps in every file whenever the pinning has them, used or not.
-ALWAYS_KEPT = ("channel_sources", "channel_targets", "docker_image", "MACOSX_DEPLOYMENT_TARGET",
-               "MACOSX_SDK_VERSION", "macos_machine", "pin_run_as_build", "target_platform", "zip_keys")
+ALWAYS_KEPT = ("channel_sources", "channel_targets", "docker_image", "github_actions_labels",
+               "MACOSX_DEPLOYMENT_TARGET", "MACOSX_SDK_VERSION", "macos_machine", "pin_run_as_build",
+               "target_platform", "zip_keys")
 
 _COMPILER_KEYS = ("c_compiler", "c_compiler_version", "cxx_compiler", "cxx_compiler_version",
                   "c_stdlib", "c_stdlib_version")

@@ -181,8 +181,9 @@ def render_matrix_table(config: Config, bot: BotFields, matrix: list[CiConfig]) 
     summary = (
         f"ONNX Runtime {bot.version}, build {bot.number}: {len(matrix)} jobs. A release costs "
         f"{len(cuda_jobs)} CUDA compilations of the plugin ({arch_builds} GPU architecture passes in all), "
-        f"and {len(cpu_jobs)} CPU jobs building the C/C++ library once and the Python package "
-        f"{python_builds} times. Python versions listed in a CUDA config are not looped over: "
+        f"and {len(cpu_jobs)} CPU jobs, each building the C/C++ library once and the Python package once "
+        f"per Python ({python_builds} Python builds in all). Python versions listed in a CUDA config are "
+        "not looped over: "
         "conda-smithy writes every key any output reads into every file, and the plugin reads none."
     )
     return "\n".join([MATRIX_BEGIN, "", summary, "", *rows, "", MATRIX_END])

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+import yaml
 
 from conftest import FLOOR_CORE_VERSION, REPO
 
@@ -209,3 +210,16 @@ def test_a_readme_without_its_markers_is_named_and_left_alone(feedstock: Path) -
     assert (result.returncode, result.stderr) == (
         2, "error: README.md: build matrix: its begin and end markers are missing or out of order\n")
     assert snapshot(feedstock) == before
+
+
+@pytest.mark.parametrize(("mode", "section", "other"), [("run", "run", "run_constraints"),
+                                                        ("constraint", "run_constraints", "run")])
+def test_the_cudnn_switch_moves_cudnn_between_run_and_run_constraints(
+        feedstock: Path, mode: str, section: str, other: str) -> None:
+    config = feedstock / "config" / "feedstock.yaml"
+    config.write_text(re.sub(r"(?m)^  as: \w+$", f"  as: {mode}", config.read_text()))
+    assert render(feedstock).returncode == 0
+    recipe = yaml.safe_load((feedstock / "recipe" / "recipe.yaml").read_text())
+    plugin = recipe["outputs"][0]["requirements"]
+    assert "cudnn 9.*" in plugin[section]
+    assert not [spec for spec in plugin[other] if isinstance(spec, str) and spec.startswith("cudnn")]

@@ -114,18 +114,10 @@ def render_recipe(config: Config, bot: BotFields) -> str:
                                       for part in described[key]["license"].split(" AND ")])
     return _environment().get_template("recipe.yaml.j2").render(
         command=COMMAND,
-        version=bot.version,
-        sha256=bot.sha256,
-        number=bot.number,
+        config=config,
+        bot=bot,
         source_url=config.source_url.replace("{version}", "${{ version }}"),
-        patches=config.patches,
-        min_core_version=config.min_core_version,
         cuda_architectures_expr=cuda_architectures_expression(config),
-        nvcc_threads=config.nvcc_threads,
-        nvcc_gb_per_thread=config.nvcc_gb_per_thread,
-        cuda_build_jobs=config.cuda_build_jobs,
-        cudnn_as=config.cudnn_as,
-        cudnn_major=config.cudnn_major,
         cpu_tag=CPU_TAG,
         plugin=described["plugin"],
         cpp=described["cpp"],
@@ -134,14 +126,8 @@ def render_recipe(config: Config, bot: BotFields) -> str:
             {"spec": f"{config.python_package.name} =={config.min_core_version}", "why": "the oldest supported core"},
             {"spec": config.python_package.name, "why": "the newest core the solver finds"},
         ],
-        feedstock_name=config.feedstock_name,
-        summary=config.summary,
-        homepage=config.homepage,
-        repository=config.repository,
-        documentation=config.documentation,
         top_license=top_expression,
         top_license_files=[(None, f) for f in config.license.files],
-        maintainers=config.maintainers,
     )
 
 

@@ -139,7 +139,7 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 
 
 def _output(node: Node, extra: frozenset[str] = frozenset()) -> dict[str, Node]:
-    return node.mapping({"name", "summary", *extra}, {"name", "summary", *extra})
+    return node.mapping({"name", "summary", *extra})
 
 
 def _platforms(node: Node) -> tuple[Platform, ...]:
@@ -147,7 +147,8 @@ def _platforms(node: Node) -> tuple[Platform, ...]:
     for name, entry in node.entries().items():
         if name not in KNOWN_PLATFORMS:
             raise entry.fail(f"unknown platform (known: {', '.join(KNOWN_PLATFORMS)})")
-        fields = entry.mapping({"cuda", "build_platform"}) if entry.value is not None else {}
+        optional = {"cuda", "build_platform"}
+        fields = entry.mapping(optional, optional=optional) if entry.value is not None else {}
         build_platform = fields["build_platform"].text() if "build_platform" in fields else name
         if build_platform not in KNOWN_PLATFORMS:
             raise fields["build_platform"].fail(f"unknown platform {build_platform!r}")
@@ -160,7 +161,7 @@ def _cuda_versions(node: Node, cuda_platforms: tuple[Platform, ...]) -> tuple[Cu
     versions = []
     for version, entry in node.entries().items():
         Node(version, entry.file, entry.key).text(r"\d+\.\d+", "a CUDA version like 12.9")
-        arch_lists = entry.mapping({"architectures"}, {"architectures"})["architectures"]
+        arch_lists = entry.mapping({"architectures"})["architectures"]
         by_platform = arch_lists.entries()
         for platform in cuda_platforms:
             if platform.name not in by_platform:
@@ -177,10 +178,11 @@ def _cuda_versions(node: Node, cuda_platforms: tuple[Platform, ...]) -> tuple[Cu
 
 
 def _license(node: Node, platform_names: set[str]) -> License:
-    fields = node.mapping({"spdx", "files", "vendored"}, {"spdx", "files", "vendored"})
+    fields = node.mapping({"spdx", "files", "vendored"})
     vendored = []
     for item in fields["vendored"].items():
-        entry = item.mapping({"dep", "spdx", "file", "outputs", "platforms"}, {"dep", "spdx"})
+        optional = {"file", "outputs", "platforms"}
+        entry = item.mapping({"dep", "spdx", *optional}, optional=optional)
         outputs: tuple[str, ...] = OUTPUT_KEYS
         if "outputs" in entry:
             outputs = tuple(o.choice(OUTPUT_KEYS) for o in entry["outputs"].items())
@@ -206,33 +208,29 @@ def _license(node: Node, platform_names: set[str]) -> License:
 
 def load_config(root: Path) -> Config:
     top = Node(load_yaml(root / CONFIG, CONFIG), CONFIG, "")
-    fields = top.mapping(
-        set(TOP_KEYS), set(TOP_KEYS),
-    )
-    about = fields["about"].mapping(
-        {"homepage", "repository", "documentation"}, {"homepage", "repository", "documentation"}
-    )
-    source = fields["source"].mapping({"url", "seed", "patches"}, {"url", "seed", "patches"})
-    seed = source["seed"].mapping({"version", "sha256"}, {"version", "sha256"})
+    fields = top.mapping(set(TOP_KEYS))
+    about = fields["about"].mapping({"homepage", "repository", "documentation"})
+    source = fields["source"].mapping({"url", "seed", "patches"})
+    seed = source["seed"].mapping({"version", "sha256"})
     url = source["url"].text()
     if "{version}" not in url:
         raise source["url"].fail("must contain {version}, where the recipe puts ${{ version }}")
-    cudnn = fields["cudnn"].mapping({"major", "as"}, {"major", "as"})
-    python = fields["python"].mapping({"minimum", "maximum"}, {"minimum"})
+    cudnn = fields["cudnn"].mapping({"major", "as"})
+    python = fields["python"].mapping({"minimum", "maximum"}, optional={"maximum"})
     python_minimum = python["minimum"].text(r"3\.\d+", "a Python version like 3.11")
     if _version_tuple(python_minimum) < ORT_PYTHON_FLOOR:
         raise python["minimum"].fail(
             f"{python_minimum} is below ONNX Runtime's Python floor {'.'.join(map(str, ORT_PYTHON_FLOOR))}"
         )
     python_maximum = python["maximum"].text(r"3\.\d+", "a Python version like 3.14") if "maximum" in python else None
-    outputs = fields["outputs"].mapping(set(OUTPUT_KEYS), set(OUTPUT_KEYS))
+    outputs = fields["outputs"].mapping(set(OUTPUT_KEYS))
     plugin = _output(outputs["plugin"], frozenset({"ep_name", "library"}))
-    library = plugin["library"].mapping({"unix", "win"}, {"unix", "win"})
+    library = plugin["library"].mapping({"unix", "win"})
     platforms = _platforms(fields["platforms"])
     cuda_keys = {"nvcc_threads", "nvcc_gb_per_thread", "build_jobs", "versions"}
-    cuda = fields["cuda"].mapping(cuda_keys, cuda_keys)
+    cuda = fields["cuda"].mapping(cuda_keys)
     cuda_platforms = tuple(p for p in platforms if p.cuda)
-    feedstock = fields["feedstock"].mapping({"name", "summary"}, {"name", "summary"})
+    feedstock = fields["feedstock"].mapping({"name", "summary"})
     return Config(
         feedstock_name=feedstock["name"].text(r"[a-z0-9][a-z0-9._-]*", "a conda package name"),
         summary=feedstock["summary"].text(),

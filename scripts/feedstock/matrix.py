@@ -70,8 +70,7 @@ class Pinning:
 
 def load_pinning(root: Path) -> Pinning:
     top = Node(load_yaml(root / PINNING, PINNING), PINNING, "")
-    fields = top.mapping({"snapshot", "zip_keys", "docker_image", "common", "platforms"},
-                         {"snapshot", "zip_keys", "docker_image", "common", "platforms"})
+    fields = top.mapping({"snapshot", "zip_keys", "docker_image", "common", "platforms"})
     zip_keys = {
         os_name: tuple(tuple(key.text() for key in group.items()) for group in groups.items())
         for os_name, groups in fields["zip_keys"].entries().items()

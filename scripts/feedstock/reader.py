@@ -43,7 +43,9 @@ class Node:
             part = f'"{name}"'
         return f"{self.key}.{part}" if self.key else part
 
-    def mapping(self, allowed: Set[str], required: Set[str] = frozenset()) -> dict[str, Node]:
+    def mapping(self, allowed: Set[str], optional: Set[str] = frozenset()) -> dict[str, Node]:
+        """The mapping's entries; every allowed key is required unless it is `optional`."""
+        required = set(allowed) - set(optional)
         if not isinstance(self.value, dict):
             raise self.fail(f"expected a mapping, got {type_name(self.value)}")
         for name in self.value:

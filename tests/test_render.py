@@ -147,6 +147,10 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         lambda t: t.replace('    "13.0":\n', '    "13.1":\n'),
         "cuda.versions: linux-64 gets CUDA ['12.9', '13.0'] from config/pinning.yaml, the config says "
         "['12.9', '13.1']"),
+    "Python the pinning offers below the minimum": (
+        lambda t: t.replace('minimum: "3.11"', 'minimum: "3.12"'),
+        "python.minimum: config/pinning.yaml offers linux-64 Python 3.11, outside the config's range, and the "
+        "recipe builds every Python it gets"),
     "missing required key": (
         lambda t: t.replace("  plugin:\n    name: onnxruntime-ep-cuda\n", "  plugin:\n"),
         "outputs.plugin.name: required key is missing"),

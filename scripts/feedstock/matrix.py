@@ -183,7 +183,26 @@ def _check_cuda_versions(config: Config, pinning: Pinning) -> None:
             )
 
 
+def _python_version(variant_value: str) -> tuple[int, ...]:
+    """`3.13.* *_cp313` -> (3, 13)"""
+    return tuple(int(part) for part in variant_value.split(".*")[0].split("."))
+
+
+def _check_python_versions(config: Config, pinning: Pinning) -> None:
+    """The recipe skips no Python, so every one the pinning offers must lie in the config's range."""
+    low = _python_version(config.python_minimum)
+    high = _python_version(config.python_maximum) if config.python_maximum else None
+    for platform in config.platforms:
+        for value in pinning.values_for(platform).get("python", []):
+            version = _python_version(value)
+            if version < low or (high is not None and version > high):
+                key = "python.minimum" if version < low else "python.maximum"
+                raise InputError(CONFIG, key, f"{PINNING} offers {platform.name} Python {value.split('.*')[0]}, "
+                                              "outside the config's range, and the recipe builds every Python it gets")
+
+
 def build_matrix(config: Config, pinning: Pinning) -> list[CiConfig]:
     _check_cuda_versions(config, pinning)
+    _check_python_versions(config, pinning)
     configs = [c for platform in config.platforms for c in platform_configs(platform, pinning)]
     return sorted(configs, key=lambda c: c.name)

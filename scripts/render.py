@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Render the feedstock from config/feedstock.yaml and config/pinning.yaml.
+"""Render the feedstock's own files from config/feedstock.yaml.
 
-    python3 scripts/render.py           write recipe/recipe.yaml, .ci_support/*.yaml, the plugin
-                                        manifests and the build-matrix section of README.md
+    python3 scripts/render.py           write recipe/recipe.yaml, recipe/variants.yaml, the plugin
+                                        manifests and the build-matrix section of README.md (from
+                                        the .ci_support files conda-smithy wrote)
     python3 scripts/render.py --check   write nothing; print a diff and exit 1 when any is stale
 
 Exit status: 0 done (or current), 1 stale (--check), 2 bad input.
@@ -19,15 +20,14 @@ import bootstrap  # noqa: E402
 
 bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt", ("jinja2", "yaml"))
 
-from feedstock import files, inputs, matrix, outputs  # noqa: E402
+from feedstock import ci_support, files, inputs, outputs  # noqa: E402
 from feedstock.errors import InputError  # noqa: E402
 
 
 def generate(root: Path) -> list[outputs.GeneratedFile]:
     config = inputs.load_config(root)
-    pinning = matrix.load_pinning(root)
     bot = inputs.load_bot_fields(root, config)
-    jobs = matrix.build_matrix(config, pinning)
+    jobs = ci_support.load_jobs(root)
     readme_path = root / outputs.README
     readme = readme_path.read_text(encoding="utf-8") if readme_path.exists() else ""
     return outputs.render_all(config, bot, jobs, readme)
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         if change.empty:
             return 0
         sys.stdout.write(files.diff(args.root, change))
-        stale = [f.path for f in change.write] + list(change.remove)
+        stale = [f.path for f in change.write]
         print(f"stale: {', '.join(stale)}; run `{outputs.COMMAND}`", file=sys.stderr)
         return 1
     try:
@@ -57,8 +57,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for f in change.write:
         print(f"wrote {f.path}")
-    for path in change.remove:
-        print(f"removed {path}")
     return 0
 
 

@@ -10,26 +10,16 @@ from pathlib import Path
 
 from .outputs import GeneratedFile
 
-CI_SUPPORT = ".ci_support"
-
 
 @dataclass(frozen=True)
 class Plan:
-    """What a render changes: files to write (new or different) and stale variant files to remove."""
+    """What a render changes: the files to write (new or different)."""
 
     write: tuple[GeneratedFile, ...]
-    remove: tuple[str, ...]
 
     @property
     def empty(self) -> bool:
-        return not self.write and not self.remove
-
-
-def _stale_variant_files(root: Path, generated: list[GeneratedFile]) -> list[str]:
-    wanted = {f.path for f in generated}
-    folder = root / CI_SUPPORT
-    present = sorted(p.relative_to(root).as_posix() for p in folder.glob("*.yaml")) if folder.is_dir() else []
-    return [path for path in present if path not in wanted]
+        return not self.write
 
 
 def _read(root: Path, path: str) -> str | None:
@@ -41,7 +31,7 @@ def _read(root: Path, path: str) -> str | None:
 
 def plan(root: Path, generated: list[GeneratedFile]) -> Plan:
     changed = tuple(f for f in generated if _read(root, f.path) != f.text)
-    return Plan(changed, tuple(_stale_variant_files(root, generated)))
+    return Plan(changed)
 
 
 def diff(root: Path, change: Plan) -> str:
@@ -51,11 +41,6 @@ def diff(root: Path, change: Plan) -> str:
         chunks.extend(difflib.unified_diff(
             [] if old is None else old.splitlines(keepends=True), f.text.splitlines(keepends=True),
             fromfile="/dev/null" if old is None else f"a/{f.path}", tofile=f"b/{f.path}",
-        ))
-    for path in change.remove:
-        chunks.extend(difflib.unified_diff(
-            (root / path).read_text(encoding="utf-8").splitlines(keepends=True), [],
-            fromfile=f"a/{path}", tofile="/dev/null",
         ))
     return "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
 
@@ -78,5 +63,3 @@ def apply(root: Path, change: Plan) -> None:
         raise
     for temp, target in staged:
         os.replace(temp, target)
-    for path in change.remove:
-        (root / path).unlink()

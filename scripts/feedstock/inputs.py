@@ -1,7 +1,6 @@
 """Stage 1: read and validate the generator's inputs.
 
 - `config/feedstock.yaml`: what the feedstock builds (the single source of truth);
-- `config/pinning.yaml`: the dated snapshot of conda-forge's global pinning and open migrations;
 - `recipe/recipe.yaml`: only `context.version`, `source.sha256` and `build.number`, which the
   autotick bot edits there and a re-render must keep.
 """
@@ -15,7 +14,6 @@ from .errors import InputError
 from .reader import Node, load_yaml
 
 CONFIG = "config/feedstock.yaml"
-PINNING = "config/pinning.yaml"
 RECIPE = "recipe/recipe.yaml"
 
 # conda subdirs conda-forge builds for; anything else in the config is a typo.
@@ -115,6 +113,7 @@ class Config:
     nvcc_threads: int
     nvcc_gb_per_thread: int
     cuda_build_jobs: int
+    runners: dict[str, str]  # GitHub Actions runner label by the OS of the machine that builds
 
     @property
     def cuda_platforms(self) -> tuple[Platform, ...]:
@@ -131,7 +130,7 @@ class BotFields:
 
 
 TOP_KEYS = ("feedstock", "about", "license", "maintainers", "source", "min_core_version", "cudnn", "python", "outputs",
-            "platforms", "cuda")
+            "platforms", "cuda", "runners")
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -206,6 +205,17 @@ def _license(node: Node, platform_names: set[str]) -> License:
     )
 
 
+def _runners(node: Node, platforms: tuple[Platform, ...]) -> dict[str, str]:
+    build_systems = {p.build_platform.split("-")[0] for p in platforms}
+    runners = {}
+    for system, label in node.entries().items():
+        if system not in build_systems:
+            raise label.fail(f"no platform of this feedstock builds on {system} (they build on "
+                             f"{', '.join(sorted(build_systems))})")
+        runners[system] = label.text(r"[\w.-]+", "a GitHub Actions runner label")
+    return runners
+
+
 def load_config(root: Path) -> Config:
     top = Node(load_yaml(root / CONFIG, CONFIG), CONFIG, "")
     fields = top.mapping(set(TOP_KEYS))
@@ -260,6 +270,7 @@ def load_config(root: Path) -> Config:
         nvcc_threads=cuda["nvcc_threads"].integer(1, 64),
         nvcc_gb_per_thread=cuda["nvcc_gb_per_thread"].integer(1, 64),
         cuda_build_jobs=cuda["build_jobs"].integer(1, 256),
+        runners=_runners(fields["runners"], platforms),
     )
 
 

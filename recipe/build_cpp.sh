@@ -5,7 +5,7 @@ set -euxo pipefail
 
 # --- environment
 cd "${SRC_DIR}"
-# shellcheck source=cmake_common.sh
+# shellcheck source=SCRIPTDIR/cmake_common.sh
 source "${RECIPE_DIR}/cmake_common.sh"
 
 # the unit tests have to run on the build machine

@@ -6,7 +6,7 @@ set -euxo pipefail
 
 # --- environment
 cd "${SRC_DIR}"
-# shellcheck source=cmake_common.sh
+# shellcheck source=SCRIPTDIR/cmake_common.sh
 source "${RECIPE_DIR}/cmake_common.sh"
 
 case "${target_platform}" in

@@ -6,7 +6,7 @@ set -euxo pipefail
 
 # --- environment
 cd "${SRC_DIR}"
-# shellcheck source=cmake_common.sh
+# shellcheck source=SCRIPTDIR/cmake_common.sh
 source "${RECIPE_DIR}/cmake_common.sh"
 
 # setup.py reads VERSION_NUMBER and the package tree from the build directory, where it runs
@@ -14,10 +14,13 @@ bdist_wheel=("${PYTHON}" "${SRC_DIR}/setup.py" bdist_wheel)
 if [[ "${CONDA_BUILD_CROSS_COMPILATION:-0}" == 1 ]]; then
     # FindPython has to run an interpreter of the build machine; the target's headers come from
     # cross-python's $PYTHON, which reports the target's paths
+    # asked one at a time: inside an array a failing interpreter would go unnoticed (shellcheck SC2312)
+    python_include="$("${PYTHON}" -c 'import sysconfig; print(sysconfig.get_path("include"))')"
+    numpy_include="$("${PYTHON}" -c 'import numpy; print(numpy.get_include())')"
     python_cmake_args=(
         -DPython_EXECUTABLE="${BUILD_PREFIX}/bin/python"
-        -DPython_INCLUDE_DIR="$("${PYTHON}" -c 'import sysconfig; print(sysconfig.get_path("include"))')"
-        -DPython_NumPy_INCLUDE_DIR="$("${PYTHON}" -c 'import numpy; print(numpy.get_include())')"
+        -DPython_INCLUDE_DIR="${python_include}"
+        -DPython_NumPy_INCLUDE_DIR="${numpy_include}"
     )
     case "${target_platform}" in
         linux-aarch64) bdist_wheel+=(--plat-name linux_aarch64) ;;

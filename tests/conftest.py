@@ -5,9 +5,13 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
+
+if TYPE_CHECKING:
+    from support.smithy import Smithy
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -22,6 +26,21 @@ def shared() -> Path:
     if not SHARED.is_dir():
         pytest.skip(f"{SHARED} is not here: the schemas and facts it holds are needed")
     return SHARED
+
+
+@pytest.fixture(scope="session")
+def conda_smithy(request: pytest.FixtureRequest) -> "Smithy":
+    """The real conda-smithy in its own cached environment (tests/support/smithy.py)."""
+    if not SHARED.is_dir():
+        pytest.skip(f"{SHARED} is not here: conda-smithy's sources and conda-forge's pinning are in it")
+    from support.smithy import install
+
+    smithy = install(SHARED / "thirdparty", REPO / ".cache")
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        took = f"installed in {smithy.install_seconds:.1f} s" if smithy.install_seconds else "cached"
+        reporter.write_line(f"conda-smithy: {took} ({smithy.env.relative_to(REPO)})")
+    return smithy
 
 
 @pytest.fixture

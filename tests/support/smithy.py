@@ -1,0 +1,137 @@
+"""The real conda-smithy, installed offline from ../shared/thirdparty/ and run as conda-forge runs it.
+
+conda-smithy, conda, conda-build, menuinst and rattler-build-conda-compat are not on PyPI, so their
+sources come from `../shared/thirdparty/` (provenance in its SOURCES.yaml); everything else they need
+comes from PyPI (tests/conda-smithy-requirements.txt). They go into a virtual environment of their
+own under `.cache/`, built once per set of inputs: conda's dependencies stay out of the test suite's.
+
+Three things conda-smithy reaches for are answered here instead:
+- the `rattler-build` program it calls to render the recipe: `rattler_build_render_only.py`, which
+  renders through py-rattler-build, the same engine, and refuses to build;
+- conda-forge's pinning, which it would download: the shared one, laid out as the
+  conda-forge-pinning package lays it out, passed with `-e` and `--no-check-uptodate`;
+- its network calls (`smithy_offline.py`): the linter hints from the shared pinning, and the check
+  that each maintainer exists on GitHub, answered "exists" without asking.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+import zstandard
+
+SUPPORT = Path(__file__).resolve().parent
+REPO = SUPPORT.parent.parent
+REQUIREMENTS = REPO / "tests" / "conda-smithy-requirements.txt"
+SOURCES = "conda-smithy-2026.8.5-src.tar.zst"
+PINNING = "conda-forge-pinning-f875045.tar.zst"
+# installed in this order: each one's dependencies among them come before it
+PROJECTS = ("menuinst", "conda", "conda-build", "rattler-build-conda-compat", "conda-smithy")
+# said in the output of every test that relies on it
+MAINTAINER_CHECK = "maintainer check not made (no network here): every maintainer is taken to exist on GitHub"
+
+
+@dataclass(frozen=True)
+class Smithy:
+    env: Path
+    install_seconds: float  # 0.0 when the cached environment was reused
+
+    @property
+    def bin(self) -> Path:
+        return self.env / "bin"
+
+    @property
+    def pinning(self) -> Path:
+        """conda-forge's pinning as the conda-forge-pinning package lays it out."""
+        return self.env / "pinning" / "conda_build_config.yaml"
+
+    def run(self, *args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+        """`conda-smithy ARGS` with its network calls answered locally and nothing read from stdin."""
+        environment = {k: v for k, v in os.environ.items() if k not in {"GH_TOKEN", "GITHUB_TOKEN"}}
+        environment["PATH"] = f"{self.bin}{os.pathsep}{environment.get('PATH', '')}"
+        environment["SMITHY_OFFLINE_HINTS"] = str(self.env / "pinning" / "linter_hints" / "hints.toml")
+        command = [str(self.bin / "python"), str(SUPPORT / "smithy_offline.py"), *args]
+        return subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def rerender(self, feedstock: Path) -> subprocess.CompletedProcess[str]:
+        return self.run("rerender", "--no-check-uptodate", "-e", str(self.pinning), cwd=feedstock)
+
+
+def _digest(thirdparty: Path) -> str:
+    digest = hashlib.sha256()
+    for path in (thirdparty / SOURCES, thirdparty / PINNING, REQUIREMENTS, SUPPORT / "rattler_build_render_only.py",
+                 Path(__file__)):
+        digest.update(path.read_bytes())
+    digest.update(sys.version.encode())
+    return digest.hexdigest()[:16]
+
+
+def _extract(archive: Path, into: Path) -> None:
+    with archive.open("rb") as compressed:
+        data = zstandard.ZstdDecompressor().stream_reader(compressed).read()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(into, filter="data")
+
+
+def _lay_out_pinning(extracted: Path, root: Path) -> None:
+    recipe = extracted / "recipe"
+    root.mkdir(parents=True)
+    shutil.copy2(recipe / "conda_build_config.yaml", root / "conda_build_config.yaml")
+    for folder in ("migrations", "migration_support"):
+        shutil.copytree(recipe / folder, root / "share" / "conda-forge" / folder)
+    shutil.copytree(recipe / "linter_hints", root / "linter_hints")
+
+
+def _versions(thirdparty: Path) -> dict[str, str]:
+    """Each project's version from its tag in SOURCES.yaml: the archives carry no git metadata."""
+    sources = yaml.safe_load((thirdparty / "SOURCES.yaml").read_text())[SOURCES]
+    return {name: str(sources[name]["tag"]).removeprefix("v") for name in PROJECTS}
+
+
+def _build(thirdparty: Path, env: Path) -> None:
+    scratch = env / "src"
+    _extract(thirdparty / SOURCES, scratch)
+    venv.EnvBuilder(with_pip=True).create(env)
+    python = str(env / "bin" / "python")
+    environment = dict(os.environ)
+    for name, version in _versions(thirdparty).items():
+        # setuptools-scm and hatch-vcs read the version from git, which the archives do not have
+        environment[f"SETUPTOOLS_SCM_PRETEND_VERSION_FOR_{name.upper().replace('-', '_')}"] = version
+    pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, "-r", str(REQUIREMENTS), *(str(scratch / name) for name in PROJECTS)],
+                   check=True, env=environment, stdin=subprocess.DEVNULL)
+    shim = env / "bin" / "rattler-build"
+    shim.write_text(f"#!{python}\n" + (SUPPORT / "rattler_build_render_only.py").read_text())
+    shim.chmod(0o755)
+    pinning = env / "pinning-src"
+    _extract(thirdparty / PINNING, pinning)
+    _lay_out_pinning(pinning, env / "pinning")
+    shutil.rmtree(scratch)
+    shutil.rmtree(pinning)
+
+
+def install(thirdparty: Path, cache: Path) -> Smithy:
+    """The environment for these inputs, built unless a complete one is already cached."""
+    env = cache / f"conda-smithy-{_digest(thirdparty)}"
+    complete = env / "complete"
+    if complete.is_file():
+        return Smithy(env, 0.0)
+    shutil.rmtree(env, ignore_errors=True)
+    start = time.monotonic()
+    _build(thirdparty, env)
+    elapsed = time.monotonic() - start
+    # written last: an interrupted install is rebuilt from scratch next time
+    complete.write_text(f"{elapsed:.1f}\n")
+    return Smithy(env, elapsed)

@@ -1,0 +1,118 @@
+"""The real conda-smithy on this feedstock: its lints, its rerender, and what it wrote into .ci_support/.
+
+conda-smithy owns `.ci_support/` and the CI files. They are committed as its offline rerender writes
+them, and these tests rerender a copy of the tree to show that nothing would change.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO
+from support.smithy import MAINTAINER_CHECK, Smithy
+
+CONFIG = yaml.safe_load((REPO / "config" / "feedstock.yaml").read_text())
+CI_SUPPORT = REPO / ".ci_support"
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@localhost",
+                "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@localhost"}
+
+
+def _git(root: Path, *args: str) -> str:
+    result = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True,
+                            env={**os.environ, **GIT_IDENTITY}, stdin=subprocess.DEVNULL)
+    return result.stdout
+
+
+def _clean_copy(tmp_path: Path) -> Path:
+    """The working tree as a fresh one-commit repository: what a clean clone of it would hold.
+
+    The folder is named like the feedstock's repository, as a clone of it would be."""
+    root = tmp_path / "onnxruntime-feedstock"
+    for name in _git(REPO, "ls-files", "--cached", "--others", "--exclude-standard", "-z").split("\0"):
+        if name and (REPO / name).is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, root / name)
+    _git(root, "init", "--quiet")
+    _git(root, "add", "--all")
+    _git(root, "commit", "--quiet", "-m", "snapshot")
+    return root
+
+
+def _python_lists(root: Path) -> dict[str, list[str]]:
+    return {p.name: yaml.safe_load(p.read_text()).get("python", []) for p in sorted((root / ".ci_support").glob("*.yaml"))}
+
+
+def _say(capsys: pytest.CaptureFixture[str], line: str) -> None:
+    with capsys.disabled():
+        print(f"\n{line}")
+
+
+def test_recipe_lint_reports_no_lints_and_no_hints(conda_smithy: Smithy, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    root = _clean_copy(tmp_path)
+    result = conda_smithy.run("recipe-lint", "--conda-forge", "recipe", cwd=root)
+    _say(capsys, MAINTAINER_CHECK)
+    assert (result.returncode, result.stdout.strip()) == (0, "recipe is in fine form"), result.stdout + result.stderr
+    # the maintainer check was asked, once per maintainer, and answered here
+    assert result.stderr.count("answered 200 without asking") == len(CONFIG["maintainers"]), result.stderr
+
+
+def test_recipe_lint_reports_a_source_without_its_hash(conda_smithy: Smithy, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    root = _clean_copy(tmp_path)
+    recipe = root / "recipe" / "recipe.yaml"
+    recipe.write_text("\n".join(line for line in recipe.read_text().splitlines() if not line.startswith("  sha256:"))
+                      + "\n")
+    result = conda_smithy.run("recipe-lint", "--conda-forge", "recipe", cwd=root)
+    _say(capsys, MAINTAINER_CHECK)
+    assert result.returncode == 1 and "recipe has some lint" in result.stdout, result.stdout + result.stderr
+    assert "sha256" in result.stdout
+
+
+def test_rerender_of_the_committed_tree_changes_nothing(conda_smithy: Smithy, tmp_path: Path) -> None:
+    root = _clean_copy(tmp_path)
+    result = conda_smithy.rerender(root)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert _git(root, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+def test_deleting_a_migration_removes_its_python_from_every_job(conda_smithy: Smithy, tmp_path: Path) -> None:
+    migration = yaml.safe_load((CI_SUPPORT / "migrations" / "python314.yaml").read_text())
+    added = migration["python"][0]
+    assert {name for name, pythons in _python_lists(REPO).items() if added in pythons} == set(_python_lists(REPO))
+    root = _clean_copy(tmp_path)
+    (root / ".ci_support" / "migrations" / "python314.yaml").unlink()
+    result = conda_smithy.rerender(root)
+    assert result.returncode == 0, result.stderr[-4000:]
+    pythons = _python_lists(root)
+    assert set(pythons) == set(_python_lists(REPO))
+    assert {name for name, values in pythons.items() if added in values} == set()
+
+
+def _build_system(ci: dict) -> str:
+    """The OS of the machine a job runs on: conda-forge.yml maps cross-compiled targets to it."""
+    forge = yaml.safe_load((REPO / "conda-forge.yml").read_text())
+    target = ci["target_platform"][0].replace("-", "_")
+    return (forge.get("build_platform") or {}).get(target, target).split("_")[0]
+
+
+def test_cuda_jobs_run_on_the_large_runners_of_their_build_machine() -> None:
+    cuda_jobs = {p.name: yaml.safe_load(p.read_text()) for p in sorted(CI_SUPPORT.glob("*.yaml"))
+                 if yaml.safe_load(p.read_text())["cuda_compiler_version"] != ["None"]}
+    assert len(cuda_jobs) == 6
+    labels = {name: (ci.get("github_actions_labels"), CONFIG["runners"][_build_system(ci)])
+              for name, ci in cuda_jobs.items()}
+    assert {name: got for name, (got, _) in labels.items()} == {name: [want] for name, (_, want) in labels.items()}
+
+
+def test_jobs_on_an_os_without_a_runner_stay_on_the_hosted_runners() -> None:
+    hosted = {p.name: yaml.safe_load(p.read_text()) for p in sorted(CI_SUPPORT.glob("*.yaml"))}
+    hosted = {name: ci for name, ci in hosted.items() if _build_system(ci) not in CONFIG["runners"]}
+    assert hosted, "every OS has a large runner: nothing to check"
+    assert {name: ci.get("github_actions_labels") for name, ci in hosted.items()} == {name: None for name in hosted}

@@ -48,8 +48,8 @@ def test_two_renders_give_identical_bytes(feedstock: Path) -> None:
 
 
 def test_render_from_nothing_reproduces_the_committed_files(feedstock: Path) -> None:
-    for generated in list((feedstock / ".ci_support").glob("*.yaml")) + [feedstock / "recipe" / "recipe.yaml"]:
-        generated.unlink()
+    for generated in ("recipe.yaml", "variants.yaml"):
+        (feedstock / "recipe" / generated).unlink()
     assert render(feedstock).returncode == 0
     committed = snapshot(REPO)
     for path, digest in snapshot(feedstock).items():
@@ -57,13 +57,13 @@ def test_render_from_nothing_reproduces_the_committed_files(feedstock: Path) -> 
 
 
 def test_check_flags_an_edited_variant_file_and_writes_nothing(feedstock: Path) -> None:
-    target = next((feedstock / ".ci_support").glob("win_64_*None.yaml"))
-    target.write_text(target.read_text().replace("vs2022", "vs2019"))
+    target = feedstock / "recipe" / "variants.yaml"
+    target.write_text(target.read_text().replace("16cpu", "8cpu"))
     before = snapshot(feedstock)
     result = render(feedstock, "--check")
     assert result.returncode == 1
-    assert f"a/.ci_support/{target.name}" in result.stdout and "-- vs2019" in result.stdout
-    assert "+- vs2022" in result.stdout
+    assert "a/recipe/variants.yaml" in result.stdout and "-    then: namespace-profile-8cpu" in result.stdout
+    assert "+    then: namespace-profile-16cpu" in result.stdout
     assert snapshot(feedstock) == before
 
 
@@ -76,12 +76,11 @@ def test_check_flags_a_deleted_recipe_and_writes_nothing(feedstock: Path) -> Non
     assert snapshot(feedstock) == before
 
 
-def test_check_flags_a_variant_file_no_config_produces(feedstock: Path) -> None:
-    (feedstock / ".ci_support" / "linux_ppc64le_.yaml").write_text("target_platform:\n- linux-ppc64le\n")
+def test_a_job_conda_smithy_adds_shows_up_in_the_readme_matrix(feedstock: Path) -> None:
+    cpu_job = feedstock / ".ci_support" / "osx_arm64_.yaml"
+    shutil.copy2(cpu_job, feedstock / ".ci_support" / "osx_arm64_extra.yaml")
     result = render(feedstock, "--check")
-    assert result.returncode == 1 and "--- a/.ci_support/linux_ppc64le_.yaml" in result.stdout
-    assert render(feedstock).returncode == 0
-    assert not (feedstock / ".ci_support" / "linux_ppc64le_.yaml").exists()
+    assert result.returncode == 1 and "+| `osx_arm64_extra` |" in result.stdout, result.stdout
 
 
 def bot_bump(recipe: Path, version: str, sha256: str) -> None:
@@ -117,7 +116,7 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
     "unknown key": (
         lambda t: t.replace("maintainers:", "colour: blue\nmaintainers:"),
         "colour: unknown key (allowed: about, cuda, cudnn, feedstock, license, maintainers, min_core_version, "
-        "outputs, platforms, python, source)"),
+        "outputs, platforms, python, runners, source)"),
     "wrong type": (
         lambda t: t.replace("  nvcc_threads: 2", "  nvcc_threads: two"),
         "cuda.nvcc_threads: expected a whole number, got a string 'two'"),
@@ -143,14 +142,9 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
     "unquoted CUDA version": (
         lambda t: t.replace('    "13.0":\n', "    13.0:\n"),
         "cuda.versions: keys must be quoted strings, got 13.0 (a decimal number)"),
-    "CUDA version the pinning does not offer": (
-        lambda t: t.replace('    "13.0":\n', '    "13.1":\n'),
-        "cuda.versions: linux-64 gets CUDA ['12.9', '13.0'] from config/pinning.yaml, the config says "
-        "['12.9', '13.1']"),
-    "Python the pinning offers below the minimum": (
-        lambda t: t.replace('minimum: "3.11"', 'minimum: "3.12"'),
-        "python.minimum: config/pinning.yaml offers linux-64 Python 3.11, outside the config's range, and the "
-        "recipe builds every Python it gets"),
+    "runner for an OS nothing builds on": (
+        lambda t: t.replace("runners:\n", "runners:\n  freebsd: namespace-profile-16cpu-on-linux-64\n"),
+        "runners.freebsd: no platform of this feedstock builds on freebsd (they build on linux, osx, win)"),
     "missing required key": (
         lambda t: t.replace("  plugin:\n    name: onnxruntime-ep-cuda\n", "  plugin:\n"),
         "outputs.plugin.name: required key is missing"),
@@ -167,7 +161,7 @@ def test_bad_config_gets_one_clear_message_and_an_untouched_tree(feedstock: Path
     original = config.read_text()
     config.write_text(edit(original))
     message = message.replace("{appended}", str(len(original.splitlines()) + 2))
-    (feedstock / ".ci_support" / "osx_arm64_.yaml").unlink()  # a render would have to restore it
+    (feedstock / "recipe" / "variants.yaml").unlink()  # a render would have to restore it
     before = snapshot(feedstock)
     for args in ((), ("--check",)):
         result = render(feedstock, *args)

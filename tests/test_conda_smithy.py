@@ -116,3 +116,12 @@ def test_jobs_on_an_os_without_a_runner_stay_on_the_hosted_runners() -> None:
     hosted = {name: ci for name, ci in hosted.items() if _build_system(ci) not in CONFIG["runners"]}
     assert hosted, "every OS has a large runner: nothing to check"
     assert {name: ci.get("github_actions_labels") for name, ci in hosted.items()} == {name: None for name in hosted}
+
+
+@pytest.mark.parametrize("folder", ["scripts", "config", "tests", ".ci", "recipe", ".ci_support"])
+def test_gitignore_hides_nothing_in_the_feedstocks_own_folders(folder: str) -> None:
+    probe = f"{folder}/any_file.py"
+    result = subprocess.run(["git", "check-ignore", "--no-index", "--quiet", probe], cwd=REPO,
+                            stdin=subprocess.DEVNULL)
+    # exit 1: not ignored; 0 would mean ignored
+    assert result.returncode == 1, probe

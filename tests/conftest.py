@@ -36,10 +36,10 @@ def conda_smithy(request: pytest.FixtureRequest) -> "Smithy":
     from support.smithy import install
 
     smithy = install(SHARED / "thirdparty", REPO / ".cache")
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        took = f"installed in {smithy.install_seconds:.1f} s" if smithy.install_seconds else "cached"
-        reporter.write_line(f"conda-smithy: {took} ({smithy.env.relative_to(REPO)})")
+    took = f"installed in {smithy.install_seconds:.1f} s" if smithy.install_seconds else "reused from the cache"
+    # said past pytest's capture, so that every run shows what the conda-smithy tests cost
+    with request.config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
+        print(f"\nconda-smithy: {took} ({smithy.env.relative_to(REPO)})")
     return smithy
 
 

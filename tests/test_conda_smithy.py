@@ -45,7 +45,8 @@ def _clean_copy(tmp_path: Path) -> Path:
 
 
 def _python_lists(root: Path) -> dict[str, list[str]]:
-    return {p.name: yaml.safe_load(p.read_text()).get("python", []) for p in sorted((root / ".ci_support").glob("*.yaml"))}
+    return {p.name: yaml.safe_load(p.read_text()).get("python", [])
+            for p in sorted((root / ".ci_support").glob("*.yaml"))}
 
 
 def _say(capsys: pytest.CaptureFixture[str], line: str) -> None:

@@ -32,7 +32,7 @@ def test_jobs_run_for_the_configs_platforms_and_no_other() -> None:
 def test_each_cuda_platform_gets_one_job_per_cuda_version_and_one_cpu_job() -> None:
     found = Counter((job["target_platform"][0], job["cuda_compiler_version"][0]) for job in jobs().values())
     expected = Counter({(name, version): 1 for name in CONFIG["platforms"]
-                        for version in (["None", *CONFIG["cuda"]["versions"]] if _is_cuda_platform(name) else ["None"])})
+                        for version in ["None", *(CONFIG["cuda"]["versions"] if _is_cuda_platform(name) else [])]})
     assert found == expected
 
 

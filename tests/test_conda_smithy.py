@@ -6,6 +6,7 @@ them, and these tests rerender a copy of the tree to show that nothing would cha
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -126,3 +127,17 @@ def test_gitignore_hides_nothing_in_the_feedstocks_own_folders(folder: str) -> N
                             stdin=subprocess.DEVNULL)
     # exit 1: not ignored; 0 would mean ignored
     assert result.returncode == 1, probe
+
+
+def test_the_rattler_build_given_to_conda_smithy_renders_but_never_builds(conda_smithy: Smithy) -> None:
+    program = str(conda_smithy.bin / "rattler-build")
+    build = subprocess.run([program, "build", "--recipe", "recipe"], cwd=REPO, capture_output=True, text=True,
+                           timeout=60, stdin=subprocess.DEVNULL)
+    assert (build.returncode, build.stdout) == (2, ""), build.stderr
+    assert "only renders" in build.stderr
+    render = subprocess.run([program, "build", "--render-only", "--recipe", "recipe", "--target-platform", "osx-arm64",
+                             "--build-platform", "osx-arm64", "-m", ".ci_support/osx_arm64_.yaml"],
+                            cwd=REPO, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert render.returncode == 0, render.stderr
+    assert {item["recipe"]["package"]["name"] for item in json.loads(render.stdout)} == {
+        CONFIG["outputs"]["cpp"]["name"], CONFIG["outputs"]["python"]["name"]}

@@ -120,3 +120,11 @@ def test_every_file_the_recipe_names_is_in_the_recipe_folder(feedstock: Feedstoc
         for test in output.get("tests", []):
             for name in (test.get("files") or {}).get("recipe", []):
                 assert (recipe_dir / name).exists(), (output["package"]["name"], name)
+
+
+def test_cross_compiled_python_builds_use_cross_python_and_native_ones_do_not(feedstock: Feedstock) -> None:
+    for name, built in configs_building(feedstock, CPU_OUTPUTS[1]).items():
+        platform = built[0].platform
+        crossing = feedstock.build_platform(platform) != platform
+        for b in built:
+            assert (f"cross-python_{platform}" in b.requirements["build"]) == crossing, (name, b.build_string)

@@ -221,3 +221,14 @@ def test_the_cudnn_switch_moves_cudnn_between_run_and_run_constraints(
     plugin = recipe["outputs"][0]["requirements"]
     assert "cudnn 9.*" in plugin[section]
     assert not [spec for spec in plugin[other] if isinstance(spec, str) and spec.startswith("cudnn")]
+
+
+def test_a_job_file_without_its_platform_is_named_and_nothing_is_written(feedstock: Path) -> None:
+    job = feedstock / ".ci_support" / "osx_arm64_.yaml"
+    job.write_text(re.sub(r"(?m)^target_platform:\n- osx-arm64\n", "", job.read_text()))
+    (feedstock / "recipe" / "variants.yaml").unlink()  # a render would have to restore it
+    before = snapshot(feedstock)
+    result = render(feedstock)
+    assert (result.returncode, result.stderr) == (
+        2, "error: .ci_support/osx_arm64_.yaml: target_platform: required key is missing\n")
+    assert snapshot(feedstock) == before

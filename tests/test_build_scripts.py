@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import FLOOR_CORE_VERSION
+from conftest import FLOOR_CORE_VERSION, REPO
 from support.pyenvs import python_env, run
+from support.recipe_checks import Feedstock
+from support.recipe_eval import expand_variants, platform_names, resolve
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipe"
 
@@ -46,6 +48,10 @@ CMAKE_DEFINE = re.compile(r"-D([A-Za-z_][A-Za-z0-9_]*)(?::[A-Z]+)?=")
 CUDA_IN_CODE = re.compile(r"-D\w*cuda|nvcc|\$\{?cuda_|%cuda_", re.IGNORECASE)
 MIN_CORE_VERSION = FLOOR_CORE_VERSION
 PLUGIN_TARGET = "onnxruntime_providers_cuda_plugin"
+PLUGIN_PACKAGE = yaml.safe_load((RECIPE.parent / "config" / "feedstock.yaml").read_text())["outputs"]["plugin"]["name"]
+# CUDA 12.9's clusterlaunchcontrol.h binds a `long` to a 64-bit asm operand, which MSVC's 32-bit `long`
+# breaks, for SM 100 and newer (microsoft/onnxruntime#29535; conda-forge/onnxruntime-feedstock f928e5bc)
+FIRST_SM_THAT_BREAKS_CUDA_12_9_UNDER_MSVC = 100
 
 # The recipe's CPU test script needs these next to a core; the cores bracket what the plugin supports.
 PYTHON_TEST_REQUIREMENTS = ["onnx==1.23.2", "numpy"]
@@ -588,3 +594,34 @@ def test_the_core_library_rename_renames_only_the_core_and_its_exported_target(t
 def test_only_the_windows_core_build_renames_the_library():
     uses = {path.name for path in RECIPE.glob("build_*") if "rename_core_library.cmake" in path.read_text()}
     assert uses == {"build_cpp.bat"}
+
+
+# --- Windows, and the runners the CUDA jobs get
+
+
+def plugin_script_env(platform: str, cuda: str) -> dict[str, str]:
+    """The plugin's build-script environment in the .ci_support config for a platform and CUDA version."""
+    feedstock = Feedstock(REPO)
+    (config,) = [c for c in feedstock.ci_support.values()
+                 if c["target_platform"][0] == platform and str(c["cuda_compiler_version"][0]) == cuda]
+    namespace = {**expand_variants(config)[0], **platform_names(platform, feedstock.build_platform(platform))}
+    for key, value in feedstock.recipe["context"].items():
+        namespace[key] = resolve(value, namespace)
+    (plugin,) = [o for o in feedstock.recipe["outputs"] if o["package"]["name"] == PLUGIN_PACKAGE]
+    return {key: str(resolve(value, namespace)) for key, value in plugin["build"]["script"]["env"].items()}
+
+
+def sm_numbers(architectures: str) -> list[int]:
+    return [int(re.match(r"\d+", arch).group()) for arch in architectures.split(";")]
+
+
+def test_windows_cuda_12_9_plugin_has_no_kernels_for_sm_100_or_newer():
+    numbers = sm_numbers(plugin_script_env("win-64", "12.9")["CUDA_ARCHITECTURES"])
+
+    assert numbers and max(numbers) < FIRST_SM_THAT_BREAKS_CUDA_12_9_UNDER_MSVC, numbers
+
+
+def test_windows_cuda_13_0_plugin_keeps_blackwell():
+    numbers = sm_numbers(plugin_script_env("win-64", "13.0")["CUDA_ARCHITECTURES"])
+
+    assert max(numbers) >= FIRST_SM_THAT_BREAKS_CUDA_12_9_UNDER_MSVC, numbers

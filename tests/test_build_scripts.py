@@ -49,9 +49,14 @@ CUDA_IN_CODE = re.compile(r"-D\w*cuda|nvcc|\$\{?cuda_|%cuda_", re.IGNORECASE)
 MIN_CORE_VERSION = FLOOR_CORE_VERSION
 PLUGIN_TARGET = "onnxruntime_providers_cuda_plugin"
 PLUGIN_PACKAGE = yaml.safe_load((RECIPE.parent / "config" / "feedstock.yaml").read_text())["outputs"]["plugin"]["name"]
+CUDA_CONFIGS = [(platform, cuda) for platform in ("linux-64", "linux-aarch64", "win-64") for cuda in ("12.9", "13.0")]
 # CUDA 12.9's clusterlaunchcontrol.h binds a `long` to a 64-bit asm operand, which MSVC's 32-bit `long`
 # breaks, for SM 100 and newer (microsoft/onnxruntime#29535; conda-forge/onnxruntime-feedstock f928e5bc)
 FIRST_SM_THAT_BREAKS_CUDA_12_9_UNDER_MSVC = 100
+# On a 16-core, 63 GB conda-forge runner 8 concurrent cicc processes finished and more were OOM-killed
+# (conda-forge/onnxruntime-feedstock recipe/build-ep-cuda.nu @ f928e5bc)
+CICC_PROCESSES_THAT_FINISHED = 8
+RUNNER_MEMORY_GB = 63
 
 # The recipe's CPU test script needs these next to a core; the cores bracket what the plugin supports.
 PYTHON_TEST_REQUIREMENTS = ["onnx==1.23.2", "numpy"]
@@ -625,3 +630,21 @@ def test_windows_cuda_13_0_plugin_keeps_blackwell():
     numbers = sm_numbers(plugin_script_env("win-64", "13.0")["CUDA_ARCHITECTURES"])
 
     assert max(numbers) >= FIRST_SM_THAT_BREAKS_CUDA_12_9_UNDER_MSVC, numbers
+
+
+@pytest.mark.parametrize(("platform", "cuda"), CUDA_CONFIGS, ids=lambda value: value)
+def test_plugin_runs_no_more_nvcc_threads_at_once_than_a_16_core_63_gb_runner_held(platform, cuda):
+    env = plugin_script_env(platform, cuda)
+    threads, jobs, gb_per_thread = (int(env[k]) for k in ("NVCC_THREADS", "CUDA_BUILD_JOBS", "NVCC_GB_PER_THREAD"))
+
+    assert threads * jobs <= CICC_PROCESSES_THAT_FINISHED
+    assert threads * jobs * gb_per_thread <= RUNNER_MEMORY_GB
+
+
+def test_windows_plugin_build_sizes_its_jobs_by_free_memory_like_the_unix_one():
+    code = code_text(RECIPE / "build_ep_cuda.bat")
+
+    assert re.search(r'set /a "GB_PER_JOB=NVCC_THREADS \* NVCC_GB_PER_THREAD"', code)
+    assert re.search(r"FreePhysicalMemory / 1MB / %GB_PER_JOB%", code)
+    assert re.search(r"if %MEMORY_JOBS% LSS %BUILD_JOBS% set \"BUILD_JOBS=%MEMORY_JOBS%\"", code)
+    assert "--parallel %BUILD_JOBS%" in code

@@ -49,6 +49,8 @@ CUDA_IN_CODE = re.compile(r"-D\w*cuda|nvcc|\$\{?cuda_|%cuda_", re.IGNORECASE)
 MIN_CORE_VERSION = FLOOR_CORE_VERSION
 PLUGIN_TARGET = "onnxruntime_providers_cuda_plugin"
 PLUGIN_PACKAGE = yaml.safe_load((RECIPE.parent / "config" / "feedstock.yaml").read_text())["outputs"]["plugin"]["name"]
+# The test that loads the core as onnxruntime.dll (cmake/onnxruntime_unittests.cmake, Windows only)
+DLOPEN_TEST = "onnxruntime_shared_lib_dlopen_test"
 CUDA_CONFIGS = [(platform, cuda) for platform in ("linux-64", "linux-aarch64", "win-64") for cuda in ("12.9", "13.0")]
 # CUDA 12.9's clusterlaunchcontrol.h binds a `long` to a 64-bit asm operand, which MSVC's 32-bit `long`
 # breaks, for SM 100 and newer (microsoft/onnxruntime#29535; conda-forge/onnxruntime-feedstock f928e5bc)
@@ -599,6 +601,48 @@ def test_the_core_library_rename_renames_only_the_core_and_its_exported_target(t
 def test_only_the_windows_core_build_renames_the_library():
     uses = {path.name for path in RECIPE.glob("build_*") if "rename_core_library.cmake" in path.read_text()}
     assert uses == {"build_cpp.bat"}
+
+
+def test_the_core_library_rename_disables_the_one_test_that_loads_the_old_name(tmp_path):
+    """rename_core_library.cmake, run by real CMake and CTest on a project registering ORT's test names."""
+    cmake, ctest = shutil.which("cmake"), shutil.which("ctest")
+    if cmake is None or ctest is None:
+        pytest.skip("cmake and ctest are not on PATH")
+    source = tmp_path / "src"
+    source.mkdir()
+    # the dlopen test fails here as it would on Windows once the core is renamed; the other one passes
+    (source / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(onnxruntime NONE)\nenable_testing()\n"
+        f"add_test(NAME {DLOPEN_TEST} COMMAND ${{CMAKE_COMMAND}} -E false)\n"
+        "add_test(NAME onnxruntime_test_all COMMAND ${CMAKE_COMMAND} -E true)\n")
+    include = f"-DCMAKE_PROJECT_onnxruntime_INCLUDE={RECIPE / 'cmake' / 'rename_core_library.cmake'}"
+    subprocess.run([cmake, "-S", str(source), "-B", str(tmp_path / "build"), include],
+                   check=True, capture_output=True, stdin=subprocess.DEVNULL)
+
+    result = subprocess.run([ctest, "--test-dir", str(tmp_path / "build"), "--output-on-failure"],
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(rf"{DLOPEN_TEST} \.+\s*\*+Not Run \(Disabled\)", result.stdout), result.stdout
+    assert re.search(r"onnxruntime_test_all \.+\s*Passed", result.stdout), result.stdout
+
+
+def upstream_source_file(shared: Path, tmp_path: Path, member: str) -> str:
+    """One file of the stored ONNX Runtime source tree."""
+    tarball = shared / "upstream" / "onnxruntime-1.30.0-src.tar.zst"
+    result = subprocess.run(["tar", "--zstd", "-xOf", str(tarball), f"onnxruntime/{member}"],
+                            capture_output=True, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    if result.returncode != 0:
+        pytest.skip(f"tar could not read {member} from {tarball.name}: {result.stderr.decode(errors='replace')}")
+    return result.stdout.decode()
+
+
+def test_upstream_registers_the_disabled_test_on_windows_and_it_loads_onnxruntime_dll(shared, tmp_path):
+    unittests = upstream_source_file(shared, tmp_path, "cmake/onnxruntime_unittests.cmake")
+    dlopen_main = upstream_source_file(shared, tmp_path, "onnxruntime/test/shared_lib/dlopen_main.cc")
+
+    assert re.search(rf"add_test\(NAME {DLOPEN_TEST} COMMAND {DLOPEN_TEST}\b", unittests)
+    assert 'LoadLibrary(TEXT("onnxruntime.dll"))' in dlopen_main
 
 
 # --- Windows, and the runners the CUDA jobs get

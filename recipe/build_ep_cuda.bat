@@ -48,6 +48,11 @@ set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_PLUGIN_EP_VERSION=%PKG_
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_NVCC_THREADS=%NVCC_THREADS%"
 @rem the recipe's list for this CUDA version, overriding the CUDAARCHS nvcc's activation sets; quoted for its semicolons
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% "-DCMAKE_CUDA_ARCHITECTURES=%CUDA_ARCHITECTURES%""
+@rem the build environment's nvcc, named the way upstream's tools/ci_build/build.py names it. Its folder
+@rem already leads PATH: rattler-build activates the host and then the build environment, whose
+@rem Library\bin is where cmake and ninja are found too, so conda-forge/onnxruntime-feedstock's PATH
+@rem prepend (build-ep-cuda.nu @ f928e5bc) is not repeated
+set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% "-DCMAKE_CUDA_COMPILER=%BUILD_PREFIX:\=/%/Library/bin/nvcc.exe""
 @rem cuda-cudart-dev, libcublas-dev, libcufft-dev and cudnn all install into the host's Library
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% "-Donnxruntime_CUDA_HOME=%LIBRARY_PREFIX%""
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% "-Donnxruntime_CUDNN_HOME=%LIBRARY_PREFIX%""

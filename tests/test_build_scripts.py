@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,8 @@ FIRST_SM_THAT_BREAKS_CUDA_12_9_UNDER_MSVC = 100
 # (conda-forge/onnxruntime-feedstock recipe/build-ep-cuda.nu @ f928e5bc)
 CICC_PROCESSES_THAT_FINISHED = 8
 RUNNER_MEMORY_GB = 63
+# option() or cmake_dependent_option() declaring a dependency's static-runtime switch, with its default
+MSVC_RUNTIME_OPTION = re.compile(r'(?:cmake_dependent_)?option\(\s*(\w+_MSVC_STATIC_RUNTIME)\s+"[^"]*"\s+(ON|OFF)')
 
 # The recipe's CPU test script needs these next to a core; the cores bracket what the plugin supports.
 PYTHON_TEST_REQUIREMENTS = ["onnx==1.23.2", "numpy"]
@@ -692,3 +695,30 @@ def test_windows_plugin_build_sizes_its_jobs_by_free_memory_like_the_unix_one():
     assert re.search(r"FreePhysicalMemory / 1MB / %GB_PER_JOB%", code)
     assert re.search(r"if %MEMORY_JOBS% LSS %BUILD_JOBS% set \"BUILD_JOBS=%MEMORY_JOBS%\"", code)
     assert "--parallel %BUILD_JOBS%" in code
+
+
+def test_windows_plugin_build_names_the_build_environments_nvcc():
+    code = code_text(RECIPE / "build_ep_cuda.bat")
+
+    assert '"-DCMAKE_CUDA_COMPILER=%BUILD_PREFIX:\\=/%/Library/bin/nvcc.exe"' in code
+
+
+def static_runtime_defaults(shared: Path) -> dict[str, bool]:
+    """Each `*_MSVC_STATIC_RUNTIME` option the vendored dependencies declare, and whether it defaults to ON."""
+    sources = yaml.safe_load((shared / "upstream" / "SOURCES.yaml").read_text())["dependencies"]
+    defaults: dict[str, bool] = {}
+    for dep in ("protobuf", "onnx", "abseil_cpp"):
+        with zipfile.ZipFile(shared / "upstream" / sources[dep]["archive"]) as archive:
+            (top,) = {name.split("/")[0] for name in archive.namelist()}
+            cmakelists = archive.read(f"{top}/CMakeLists.txt").decode()
+        for name, default in MSVC_RUNTIME_OPTION.findall(cmakelists):
+            defaults[name] = default == "ON"
+    return defaults
+
+
+def test_windows_builds_turn_off_only_the_static_runtimes_that_default_on(shared):
+    defaults = static_runtime_defaults(shared)
+    passed = set(re.findall(r"-D(\w+_MSVC_STATIC_RUNTIME)=OFF", code_text(RECIPE / "cmake_common.bat")))
+
+    assert len(defaults) == 3, defaults
+    assert passed == {name for name, on in defaults.items() if on}

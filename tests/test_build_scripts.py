@@ -722,3 +722,10 @@ def test_windows_builds_turn_off_only_the_static_runtimes_that_default_on(shared
 
     assert len(defaults) == 3, defaults
     assert passed == {name for name, on in defaults.items() if on}
+
+
+def test_windows_build_scripts_never_wait_for_file_handles_before_packaging():
+    for script in RECIPE.glob("*.bat"):
+        waits = re.findall(r"^\s*(?:timeout|sleep|ping -n|powershell .*Start-Sleep)\b.*$", code_text(script),
+                           re.IGNORECASE | re.MULTILINE)
+        assert not waits, f"{script.name}: {waits}"

@@ -29,7 +29,7 @@ set "MEMORY_JOBS="
 @rem FreePhysicalMemory is in KiB like unix's MemAvailable; Windows PowerShell is on every Windows runner
 for /f %%j in ('powershell -NoProfile -Command "[math]::Floor((Get-CimInstance Win32_OperatingSystem).FreePhysicalMemory / 1MB / %GB_PER_JOB%)"') do set "MEMORY_JOBS=%%j"
 if not defined MEMORY_JOBS (
-    echo ERROR: Win32_OperatingSystem reported no FreePhysicalMemory, so the number of parallel nvcc compiles cannot be sized 1>&2
+    echo ERROR: PowerShell could not read FreePhysicalMemory from Win32_OperatingSystem, so the number of parallel nvcc compiles cannot be sized 1>&2
     exit 1
 )
 if defined CPU_COUNT if %CPU_COUNT% LSS %BUILD_JOBS% set "BUILD_JOBS=%CPU_COUNT%"

@@ -14,7 +14,8 @@ if "%CONDA_BUILD_CROSS_COMPILATION%"=="1" set "UNIT_TESTS=OFF"
 @rem Nothing here touches the version: ORT reads it from VERSION_NUMBER, and the CUDA plugin needs a
 @rem core whose version string is plain X.Y.Z.
 @rem gtest_force_shared_crt: googletest defaults to the static runtime, everything else here uses the DLL one.
-@rem CMAKE_PROJECT_onnxruntime_INCLUDE: the core becomes onnxruntime_conda.dll (the file says why).
+@rem CMAKE_PROJECT_onnxruntime_INCLUDE: the core becomes onnxruntime_conda.dll, and the one unit test that
+@rem loads it as onnxruntime.dll is disabled (the file says why).
 cmake -S cmake -B build-cpp -G Ninja %CMAKE_ARGS% %ORT_COMMON_CMAKE_ARGS% ^
     -Donnxruntime_BUILD_SHARED_LIB=ON ^
     -Donnxruntime_ENABLE_PYTHON=OFF ^

@@ -21,9 +21,20 @@ if not "%SOURCE_MIN_VERSION%"=="%ORT_MIN_CORE_VERSION%" (
     exit 1
 )
 
-@rem how many compiles at once: the recipe's cap, or fewer on a runner with fewer cores
+@rem how many compiles at once: the recipe's cap, the runner's cores, and what its memory holds at
+@rem NVCC_GB_PER_THREAD for each of the NVCC_THREADS threads of a compile (config/feedstock.yaml says why)
 set "BUILD_JOBS=%CUDA_BUILD_JOBS%"
-if defined CPU_COUNT if %CPU_COUNT% LSS %CUDA_BUILD_JOBS% set "BUILD_JOBS=%CPU_COUNT%"
+set /a "GB_PER_JOB=NVCC_THREADS * NVCC_GB_PER_THREAD"
+set "MEMORY_JOBS="
+@rem FreePhysicalMemory is in KiB like unix's MemAvailable; Windows PowerShell is on every Windows runner
+for /f %%j in ('powershell -NoProfile -Command "[math]::Floor((Get-CimInstance Win32_OperatingSystem).FreePhysicalMemory / 1MB / %GB_PER_JOB%)"') do set "MEMORY_JOBS=%%j"
+if not defined MEMORY_JOBS (
+    echo ERROR: PowerShell could not read FreePhysicalMemory from Win32_OperatingSystem, so the number of parallel nvcc compiles cannot be sized 1>&2
+    exit 1
+)
+if defined CPU_COUNT if %CPU_COUNT% LSS %BUILD_JOBS% set "BUILD_JOBS=%CPU_COUNT%"
+if %MEMORY_JOBS% LSS %BUILD_JOBS% set "BUILD_JOBS=%MEMORY_JOBS%"
+if %BUILD_JOBS% LSS 1 set "BUILD_JOBS=1"
 
 @rem --- configure
 set "PLUGIN_CMAKE_ARGS=-Donnxruntime_USE_CUDA=ON -Donnxruntime_BUILD_CUDA_EP_AS_PLUGIN=ON"
@@ -33,10 +44,15 @@ set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_BUILD_SHARED_LIB=OFF"
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_BUILD_UNIT_TESTS=OFF"
 @rem the version the plugin reports; upstream's default appends -dev to the ORT version
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_PLUGIN_EP_VERSION=%PKG_VERSION%"
-@rem nvcc --threads per compile job: with CUDA_BUILD_JOBS jobs this bounds the runner's memory use
+@rem nvcc --threads per compile job: with BUILD_JOBS jobs this bounds the runner's memory use
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_NVCC_THREADS=%NVCC_THREADS%"
 @rem the recipe's list for this CUDA version, overriding the CUDAARCHS nvcc's activation sets; quoted for its semicolons
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% "-DCMAKE_CUDA_ARCHITECTURES=%CUDA_ARCHITECTURES%""
+@rem the build environment's nvcc, named the way upstream's tools/ci_build/build.py names it. Its folder
+@rem already leads PATH: rattler-build activates the host and then the build environment, whose
+@rem Library\bin is where cmake and ninja are found too, so conda-forge/onnxruntime-feedstock's PATH
+@rem prepend (build-ep-cuda.nu @ f928e5bc) is not repeated
+set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% "-DCMAKE_CUDA_COMPILER=%BUILD_PREFIX:\=/%/Library/bin/nvcc.exe""
 @rem cuda-cudart-dev, libcublas-dev, libcufft-dev and cudnn all install into the host's Library
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% "-Donnxruntime_CUDA_HOME=%LIBRARY_PREFIX%""
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% "-Donnxruntime_CUDNN_HOME=%LIBRARY_PREFIX%""
@@ -59,3 +75,7 @@ copy /Y "%PLUGIN_LIBRARY%" "%LIBRARY_BIN%\" || exit 1
 @rem the manifest through which `import onnxruntime` registers the plugin (rendered by scripts/render.py)
 if not exist "%LIBRARY_PREFIX%\share\onnxruntime\ep-plugins" mkdir "%LIBRARY_PREFIX%\share\onnxruntime\ep-plugins" || exit 1
 copy /Y "%RECIPE_DIR%\ep-plugins\win\onnxruntime-ep-cuda.json" "%LIBRARY_PREFIX%\share\onnxruntime\ep-plugins\" || exit 1
+@rem No pause for lingering file handles before packaging: rattler-build retries removing a locked work
+@rem directory (os error 5 and 32) since 0.41.0 (prefix-dev/rattler-build#1589, which closed #1431, the
+@rem reason for conda-forge/onnxruntime-feedstock's 30 s sleep), and conda-forge's CI installs the
+@rem current rattler-build (conda-smithy pins none)

@@ -38,10 +38,14 @@ fi
 export LDFLAGS="${LDFLAGS:-} -Wl,--exclude-libs,ALL"
 
 # how many compiles at once: the recipe's cap, the runner's cores, and what its memory holds at
-# NVCC_GB_PER_THREAD for each of the NVCC_THREADS threads of a compile
+# NVCC_GB_PER_THREAD for each of the NVCC_THREADS threads of a compile (config/feedstock.yaml says why)
 build_jobs="${CUDA_BUILD_JOBS}"
 memory_jobs="$(awk -v per_job="$(( NVCC_THREADS * NVCC_GB_PER_THREAD ))" \
     '/^MemAvailable:/ {print int($2 / 1048576 / per_job)}' /proc/meminfo)"
+if [[ -z "${memory_jobs}" ]]; then
+    echo "ERROR: /proc/meminfo has no MemAvailable, so the number of parallel nvcc compiles cannot be sized" >&2
+    exit 1
+fi
 for limit in "${CPU_COUNT:-${build_jobs}}" "${memory_jobs}"; do
     if (( limit < build_jobs )); then
         build_jobs="${limit}"
@@ -61,7 +65,7 @@ plugin_cmake_args=(
     -Donnxruntime_BUILD_UNIT_TESTS=OFF
     # the version the plugin reports; upstream's default appends -dev to the ORT version
     -Donnxruntime_PLUGIN_EP_VERSION="${PKG_VERSION}"
-    # nvcc --threads per compile job: with CUDA_BUILD_JOBS jobs this bounds the runner's memory use
+    # nvcc --threads per compile job: with build_jobs jobs this bounds the runner's memory use
     -Donnxruntime_NVCC_THREADS="${NVCC_THREADS}"
     # the recipe's list for this CUDA version and platform, overriding the CUDAARCHS nvcc's activation sets
     -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHITECTURES}"

@@ -15,9 +15,13 @@ set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -DFLATBUFFERS_BUILD_FLATC=OFF
 set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -Donnxruntime_USE_TELEMETRY=OFF"
 @rem ORT turns RTTI off unless Python or CUDA is built; every output keeps it, as conda-forge's builds always had
 set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -Donnxruntime_DISABLE_RTTI=OFF"
-@rem build ORT's vendored protobuf even when another one is visible (conda-forge/onnxruntime-feedstock#57)
+@rem ORT asks find_package(Protobuf) before fetching the 3.21 its cmake/deps.txt pins (FIND_PACKAGE_ARGS
+@rem in cmake/external/onnxruntime_external_deps.cmake), and find_package also searches the parent of
+@rem every PATH entry ending in bin, here the build and host environments' Library: a conda-forge
+@rem libprotobuf there, of whatever version, would be linked instead (conda-forge/onnxruntime-feedstock#57)
 set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -DCMAKE_DISABLE_FIND_PACKAGE_Protobuf=ON"
-@rem conda-forge links the DLL runtime (/MD); these vendored dependencies default to the static one
+@rem conda-forge links the DLL runtime (/MD), as ORT does by default (CMP0091); protobuf 21.12 alone
+@rem defaults a static build to the static one (protobuf_MSVC_STATIC_RUNTIME in its CMakeLists.txt).
+@rem ONNX_USE_MSVC_STATIC_RUNTIME and ABSL_MSVC_STATIC_RUNTIME are not set: onnx 1.22.0 and abseil
+@rem 20250814.0, the versions ORT's cmake/deps.txt fetches, already default them to OFF.
 set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -Dprotobuf_MSVC_STATIC_RUNTIME=OFF"
-set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -DONNX_USE_MSVC_STATIC_RUNTIME=OFF"
-set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -DABSL_MSVC_STATIC_RUNTIME=OFF"

@@ -13,13 +13,16 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import FLOOR_CORE_VERSION
+from conftest import FLOOR_CORE_VERSION, REPO
 from support.pyenvs import python_env, run
+from support.recipe_checks import Feedstock
+from support.recipe_eval import expand_variants, platform_names, resolve
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipe"
 
@@ -46,6 +49,19 @@ CMAKE_DEFINE = re.compile(r"-D([A-Za-z_][A-Za-z0-9_]*)(?::[A-Z]+)?=")
 CUDA_IN_CODE = re.compile(r"-D\w*cuda|nvcc|\$\{?cuda_|%cuda_", re.IGNORECASE)
 MIN_CORE_VERSION = FLOOR_CORE_VERSION
 PLUGIN_TARGET = "onnxruntime_providers_cuda_plugin"
+PLUGIN_PACKAGE = yaml.safe_load((RECIPE.parent / "config" / "feedstock.yaml").read_text())["outputs"]["plugin"]["name"]
+# The test that loads the core as onnxruntime.dll (cmake/onnxruntime_unittests.cmake, Windows only)
+DLOPEN_TEST = "onnxruntime_shared_lib_dlopen_test"
+CUDA_CONFIGS = [(platform, cuda) for platform in ("linux-64", "linux-aarch64", "win-64") for cuda in ("12.9", "13.0")]
+# CUDA 12.9's clusterlaunchcontrol.h binds a `long` to a 64-bit asm operand, which MSVC's 32-bit `long`
+# breaks, for SM 100 and newer (microsoft/onnxruntime#29535; conda-forge/onnxruntime-feedstock f928e5bc)
+FIRST_SM_THAT_BREAKS_CUDA_12_9_UNDER_MSVC = 100
+# On a 16-core, 63 GB conda-forge runner 8 concurrent cicc processes finished and more were OOM-killed
+# (conda-forge/onnxruntime-feedstock recipe/build-ep-cuda.nu @ f928e5bc)
+CICC_PROCESSES_THAT_FINISHED = 8
+RUNNER_MEMORY_GB = 63
+# option() or cmake_dependent_option() declaring a dependency's static-runtime switch, with its default
+MSVC_RUNTIME_OPTION = re.compile(r'(?:cmake_dependent_)?option\(\s*(\w+_MSVC_STATIC_RUNTIME)\s+"[^"]*"\s+(ON|OFF)')
 
 # The recipe's CPU test script needs these next to a core; the cores bracket what the plugin supports.
 PYTHON_TEST_REQUIREMENTS = ["onnx==1.23.2", "numpy"]
@@ -588,3 +604,128 @@ def test_the_core_library_rename_renames_only_the_core_and_its_exported_target(t
 def test_only_the_windows_core_build_renames_the_library():
     uses = {path.name for path in RECIPE.glob("build_*") if "rename_core_library.cmake" in path.read_text()}
     assert uses == {"build_cpp.bat"}
+
+
+def test_the_core_library_rename_disables_the_one_test_that_loads_the_old_name(tmp_path):
+    """rename_core_library.cmake, run by real CMake and CTest on a project registering ORT's test names."""
+    cmake, ctest = shutil.which("cmake"), shutil.which("ctest")
+    if cmake is None or ctest is None:
+        pytest.skip("cmake and ctest are not on PATH")
+    source = tmp_path / "src"
+    source.mkdir()
+    # the dlopen test fails here as it would on Windows once the core is renamed; the other one passes
+    (source / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(onnxruntime NONE)\nenable_testing()\n"
+        f"add_test(NAME {DLOPEN_TEST} COMMAND ${{CMAKE_COMMAND}} -E false)\n"
+        "add_test(NAME onnxruntime_test_all COMMAND ${CMAKE_COMMAND} -E true)\n")
+    include = f"-DCMAKE_PROJECT_onnxruntime_INCLUDE={RECIPE / 'cmake' / 'rename_core_library.cmake'}"
+    subprocess.run([cmake, "-S", str(source), "-B", str(tmp_path / "build"), include],
+                   check=True, capture_output=True, stdin=subprocess.DEVNULL)
+
+    result = subprocess.run([ctest, "--test-dir", str(tmp_path / "build"), "--output-on-failure"],
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(rf"{DLOPEN_TEST} \.+\s*\*+Not Run \(Disabled\)", result.stdout), result.stdout
+    assert re.search(r"onnxruntime_test_all \.+\s*Passed", result.stdout), result.stdout
+
+
+def upstream_source_file(shared: Path, tmp_path: Path, member: str) -> str:
+    """One file of the stored ONNX Runtime source tree."""
+    tarball = shared / "upstream" / "onnxruntime-1.30.0-src.tar.zst"
+    result = subprocess.run(["tar", "--zstd", "-xOf", str(tarball), f"onnxruntime/{member}"],
+                            capture_output=True, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    if result.returncode != 0:
+        pytest.skip(f"tar could not read {member} from {tarball.name}: {result.stderr.decode(errors='replace')}")
+    return result.stdout.decode()
+
+
+def test_upstream_registers_the_disabled_test_on_windows_and_it_loads_onnxruntime_dll(shared, tmp_path):
+    unittests = upstream_source_file(shared, tmp_path, "cmake/onnxruntime_unittests.cmake")
+    dlopen_main = upstream_source_file(shared, tmp_path, "onnxruntime/test/shared_lib/dlopen_main.cc")
+
+    assert re.search(rf"add_test\(NAME {DLOPEN_TEST} COMMAND {DLOPEN_TEST}\b", unittests)
+    assert 'LoadLibrary(TEXT("onnxruntime.dll"))' in dlopen_main
+
+
+# --- Windows, and the runners the CUDA jobs get
+
+
+def plugin_script_env(platform: str, cuda: str) -> dict[str, str]:
+    """The plugin's build-script environment in the .ci_support config for a platform and CUDA version."""
+    feedstock = Feedstock(REPO)
+    (config,) = [c for c in feedstock.ci_support.values()
+                 if c["target_platform"][0] == platform and str(c["cuda_compiler_version"][0]) == cuda]
+    namespace = {**expand_variants(config)[0], **platform_names(platform, feedstock.build_platform(platform))}
+    for key, value in feedstock.recipe["context"].items():
+        namespace[key] = resolve(value, namespace)
+    (plugin,) = [o for o in feedstock.recipe["outputs"] if o["package"]["name"] == PLUGIN_PACKAGE]
+    return {key: str(resolve(value, namespace)) for key, value in plugin["build"]["script"]["env"].items()}
+
+
+def sm_numbers(architectures: str) -> list[int]:
+    return [int(re.match(r"\d+", arch).group()) for arch in architectures.split(";")]
+
+
+def test_windows_cuda_12_9_plugin_has_no_kernels_for_sm_100_or_newer():
+    numbers = sm_numbers(plugin_script_env("win-64", "12.9")["CUDA_ARCHITECTURES"])
+
+    assert numbers and max(numbers) < FIRST_SM_THAT_BREAKS_CUDA_12_9_UNDER_MSVC, numbers
+
+
+def test_windows_cuda_13_0_plugin_keeps_blackwell():
+    numbers = sm_numbers(plugin_script_env("win-64", "13.0")["CUDA_ARCHITECTURES"])
+
+    assert max(numbers) >= FIRST_SM_THAT_BREAKS_CUDA_12_9_UNDER_MSVC, numbers
+
+
+@pytest.mark.parametrize(("platform", "cuda"), CUDA_CONFIGS, ids=lambda value: value)
+def test_plugin_runs_no_more_nvcc_threads_at_once_than_a_16_core_63_gb_runner_held(platform, cuda):
+    env = plugin_script_env(platform, cuda)
+    threads, jobs, gb_per_thread = (int(env[k]) for k in ("NVCC_THREADS", "CUDA_BUILD_JOBS", "NVCC_GB_PER_THREAD"))
+
+    assert threads * jobs <= CICC_PROCESSES_THAT_FINISHED
+    assert threads * jobs * gb_per_thread <= RUNNER_MEMORY_GB
+
+
+def test_windows_plugin_build_sizes_its_jobs_by_free_memory_like_the_unix_one():
+    code = code_text(RECIPE / "build_ep_cuda.bat")
+
+    assert re.search(r'set /a "GB_PER_JOB=NVCC_THREADS \* NVCC_GB_PER_THREAD"', code)
+    assert re.search(r"FreePhysicalMemory / 1MB / %GB_PER_JOB%", code)
+    assert re.search(r"if %MEMORY_JOBS% LSS %BUILD_JOBS% set \"BUILD_JOBS=%MEMORY_JOBS%\"", code)
+    assert "--parallel %BUILD_JOBS%" in code
+
+
+def test_windows_plugin_build_names_the_build_environments_nvcc():
+    code = code_text(RECIPE / "build_ep_cuda.bat")
+
+    assert '"-DCMAKE_CUDA_COMPILER=%BUILD_PREFIX:\\=/%/Library/bin/nvcc.exe"' in code
+
+
+def static_runtime_defaults(shared: Path) -> dict[str, bool]:
+    """Each `*_MSVC_STATIC_RUNTIME` option the vendored dependencies declare, and whether it defaults to ON."""
+    sources = yaml.safe_load((shared / "upstream" / "SOURCES.yaml").read_text())["dependencies"]
+    defaults: dict[str, bool] = {}
+    for dep in ("protobuf", "onnx", "abseil_cpp"):
+        with zipfile.ZipFile(shared / "upstream" / sources[dep]["archive"]) as archive:
+            (top,) = {name.split("/")[0] for name in archive.namelist()}
+            cmakelists = archive.read(f"{top}/CMakeLists.txt").decode()
+        for name, default in MSVC_RUNTIME_OPTION.findall(cmakelists):
+            defaults[name] = default == "ON"
+    return defaults
+
+
+def test_windows_builds_turn_off_only_the_static_runtimes_that_default_on(shared):
+    defaults = static_runtime_defaults(shared)
+    passed = set(re.findall(r"-D(\w+_MSVC_STATIC_RUNTIME)=OFF", code_text(RECIPE / "cmake_common.bat")))
+
+    assert len(defaults) == 3, defaults
+    assert passed == {name for name, on in defaults.items() if on}
+
+
+def test_windows_build_scripts_never_wait_for_file_handles_before_packaging():
+    for script in RECIPE.glob("*.bat"):
+        waits = re.findall(r"^\s*(?:timeout|sleep|ping -n|powershell .*Start-Sleep)\b.*$", code_text(script),
+                           re.IGNORECASE | re.MULTILINE)
+        assert not waits, f"{script.name}: {waits}"

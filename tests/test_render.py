@@ -118,7 +118,7 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         "colour: unknown key (allowed: about, cuda, cudnn, feedstock, license, maintainers, min_core_version, "
         "outputs, platforms, python, runners, source)"),
     "wrong type": (
-        lambda t: t.replace("  nvcc_threads: 2", "  nvcc_threads: two"),
+        lambda t: re.sub(r"(?m)^  nvcc_threads: \d+$", "  nvcc_threads: two", t),
         "cuda.nvcc_threads: expected a whole number, got a string 'two'"),
     "unknown platform": (
         lambda t: t.replace("  osx-arm64:\n", "  osx-arm65:\n"),

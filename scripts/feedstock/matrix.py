@@ -60,6 +60,8 @@ class Pinning:
         if specific is None:
             raise InputError(PINNING, "platforms", f"no entry for {platform.name} (nor for {platform.os})")
         values: VariantValues = {**self.common, **specific, "target_platform": [platform.name]}
+        if platform.macos_sdk:
+            values["MACOSX_SDK_VERSION"] = [platform.macos_sdk]
         if platform.os == "linux":
             image = self.docker_image.get(platform.build_platform)
             if image is None:

@@ -1,0 +1,166 @@
+"""What users of conda-forge's earlier onnxruntime builds and of upstream's wheels keep, read from the
+recipe as each `.ci_support` variant evaluates it: upstream's Python requirements, the console script,
+the CoreML EP's SDK, and the licences of what the arm64 and macOS builds add."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from conftest import REPO
+from support.recipe_checks import Feedstock
+
+CONFIG = yaml.safe_load((REPO / "config" / "feedstock.yaml").read_text())
+PYTHON_PACKAGE = CONFIG["outputs"]["python"]["name"]
+CPU_OUTPUTS = (CONFIG["outputs"]["cpp"]["name"], PYTHON_PACKAGE)
+SOURCE_TARBALL = "upstream/onnxruntime-1.30.0-src.tar.zst"
+# conda-forge's name for a PyPI distribution where the two differ (python-flatbuffers is what
+# conda-forge/onnxruntime-feedstock recipe/recipe.yaml @ 0ff2535 lists for ONNX Runtime's flatbuffers)
+CONDA_NAME = {"flatbuffers": "python-flatbuffers"}
+
+
+@pytest.fixture(scope="module")
+def feedstock() -> Feedstock:
+    return Feedstock(REPO)
+
+
+def source_file(shared: Path, path: str) -> str:
+    """One file of ONNX Runtime's source tarball in ../shared."""
+    tarball = shared / SOURCE_TARBALL
+    if not tarball.is_file():
+        pytest.skip(f"{tarball} is not here")
+    result = subprocess.run(["tar", "--zstd", "-xOf", str(tarball), f"onnxruntime/{path}"],
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    if result.returncode != 0:
+        pytest.skip(f"tar could not read {path} from {tarball}: {result.stderr.strip()}")
+    return result.stdout
+
+
+def source_file_exists(shared: Path, path: str) -> bool:
+    result = subprocess.run(["tar", "--zstd", "-tf", str(shared / SOURCE_TARBALL), f"onnxruntime/{path}"],
+                            capture_output=True, stdin=subprocess.DEVNULL, timeout=120)
+    return result.returncode == 0
+
+
+def built(feedstock: Feedstock, name: str, platform: str | None = None):
+    found = [(render, output) for render, output in feedstock.built()
+             if output.name == name and platform in (None, render.platform)]
+    assert found, f"{name} is built in no variant{f' for {platform}' if platform else ''}"
+    return found
+
+
+def specs_by_name(specs: list[str]) -> dict[str, SpecifierSet]:
+    """`numpy >=1.21.6` -> {"numpy": SpecifierSet(">=1.21.6")}"""
+    parsed = {}
+    for spec in specs:
+        name, _, constraint = spec.partition(" ")
+        parsed[name] = SpecifierSet(constraint.replace(" ", ""))
+    return parsed
+
+
+def script_lines(tests: list) -> list[str]:
+    return [line for test in tests if "script" in test for line in test["script"]]
+
+
+# --- upstream's Python requirements
+
+
+def test_python_run_requirements_are_upstreams_requirements_txt(feedstock: Feedstock, shared: Path) -> None:
+    upstream = {}
+    for line in source_file(shared, "requirements.txt").splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            requirement = Requirement(line)
+            upstream[CONDA_NAME.get(requirement.name, requirement.name)] = requirement.specifier
+    for render, package in built(feedstock, PYTHON_PACKAGE):
+        run = specs_by_name(package.requirements["run"])
+        run.pop("python")
+        assert run == upstream, render.source
+
+
+def test_python_run_requirements_are_the_configs(feedstock: Feedstock) -> None:
+    for render, package in built(feedstock, PYTHON_PACKAGE):
+        assert package.requirements["run"] == ["python", *CONFIG["python"]["requirements"]], render.source
+
+
+def test_python_host_has_every_package_setup_py_imports(feedstock: Feedstock, shared: Path) -> None:
+    tree = ast.parse(source_file(shared, "setup.py"))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+    # setup.py also imports a helper of the source tree (onnxruntime/python/onnxruntime_collect_build_info.py)
+    in_tree = {name for name in imported if source_file_exists(shared, f"onnxruntime/python/{name}.py")}
+    third_party = imported - set(sys.stdlib_module_names) - in_tree
+    assert third_party, "setup.py imports no third-party package: the parse found nothing to check"
+    for render, package in built(feedstock, PYTHON_PACKAGE):
+        host = set(specs_by_name(package.requirements["host"]))
+        assert third_party <= host, (render.source, sorted(third_party - host))
+
+
+# --- the console script
+
+
+def test_python_package_runs_every_console_script_it_declares(feedstock: Feedstock) -> None:
+    (recipe_output,) = [o for o in feedstock.outputs if o["package"]["name"] == PYTHON_PACKAGE]
+    scripts = [entry.split("=")[0].strip() for entry in recipe_output["build"]["python"]["entry_points"]]
+    assert scripts
+    for render, package in built(feedstock, PYTHON_PACKAGE):
+        lines = script_lines(package.tests)
+        for script in scripts:
+            assert f"{script} --help" in lines, (render.source, script, lines)
+
+
+# --- the CoreML EP on osx-arm64
+
+
+def test_osx_arm64_builds_against_a_newer_sdk_than_its_deployment_target(feedstock: Feedstock) -> None:
+    pinning = feedstock.pinning("osx-arm64")
+    configs = [c for c in feedstock.ci_support.values() if c["target_platform"] == ["osx-arm64"]]
+    assert configs
+    for config in configs:
+        assert config["MACOSX_SDK_VERSION"] == [CONFIG["platforms"]["osx-arm64"]["macos_sdk"]]
+        assert config["MACOSX_DEPLOYMENT_TARGET"] == pinning["MACOSX_DEPLOYMENT_TARGET"]
+        assert config["c_stdlib_version"] == pinning["c_stdlib_version"]
+        assert Version(config["MACOSX_SDK_VERSION"][0]) > Version(config["MACOSX_DEPLOYMENT_TARGET"][0])
+
+
+def test_python_test_script_is_told_the_platform_it_checks(feedstock: Feedstock) -> None:
+    for render, package in built(feedstock, PYTHON_PACKAGE):
+        assert f"python test_python_cpu.py {render.platform}" in script_lines(package.tests), render.source
+
+
+def test_cpp_package_ships_the_coreml_header_on_osx_arm64(feedstock: Feedstock) -> None:
+    for render, package in built(feedstock, CPU_OUTPUTS[0], "osx-arm64"):
+        (contents,) = [test["package_contents"] for test in package.tests if "package_contents" in test]
+        assert "onnxruntime/coreml_provider_factory.h" in contents["include"], render.source
+
+
+# --- licences of what the arm64 and macOS CPU builds link
+
+
+@pytest.mark.parametrize(("platform", "deps"), [
+    ("linux-aarch64", {"kleidiai"}),
+    ("osx-arm64", {"kleidiai", "coremltools", "fp16", "psimd", "nlohmann_json"}),
+])
+def test_cpu_outputs_ship_the_licences_of_what_their_platform_adds(feedstock: Feedstock, platform, deps) -> None:
+    for output in CPU_OUTPUTS:
+        for render, package in built(feedstock, output, platform):
+            shipped = {Path(path).parts[2].removesuffix("-src") for path in package.about["license_file"]
+                       if "/_deps/" in path}
+            assert deps <= shipped, (render.source, output, sorted(deps - shipped))
+
+
+def test_cpu_outputs_on_x86_64_ship_no_arm64_or_macos_licences(feedstock: Feedstock) -> None:
+    for output in CPU_OUTPUTS:
+        for render, package in built(feedstock, output, "linux-64"):
+            shipped = " ".join(package.about["license_file"])
+            for dep in ("kleidiai", "coremltools", "fp16", "psimd"):
+                assert f"/{dep}-src/" not in shipped, (render.source, output, dep)

@@ -28,7 +28,7 @@ CONDA_NAME = {"flatbuffers": "python-flatbuffers"}
 
 
 @pytest.fixture(scope="module")
-def feedstock() -> Feedstock:
+def evaluated() -> Feedstock:
     return Feedstock(REPO)
 
 
@@ -73,24 +73,24 @@ def script_lines(tests: list) -> list[str]:
 # --- upstream's Python requirements
 
 
-def test_python_run_requirements_are_upstreams_requirements_txt(feedstock: Feedstock, shared: Path) -> None:
+def test_python_run_requirements_are_upstreams_requirements_txt(evaluated: Feedstock, shared: Path) -> None:
     upstream = {}
     for line in source_file(shared, "requirements.txt").splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
             requirement = Requirement(line)
             upstream[CONDA_NAME.get(requirement.name, requirement.name)] = requirement.specifier
-    for render, package in built(feedstock, PYTHON_PACKAGE):
+    for render, package in built(evaluated, PYTHON_PACKAGE):
         run = specs_by_name(package.requirements["run"])
         run.pop("python")
         assert run == upstream, render.source
 
 
-def test_python_run_requirements_are_the_configs(feedstock: Feedstock) -> None:
-    for render, package in built(feedstock, PYTHON_PACKAGE):
+def test_python_run_requirements_are_the_configs(evaluated: Feedstock) -> None:
+    for render, package in built(evaluated, PYTHON_PACKAGE):
         assert package.requirements["run"] == ["python", *CONFIG["python"]["requirements"]], render.source
 
 
-def test_python_host_has_every_package_setup_py_imports(feedstock: Feedstock, shared: Path) -> None:
+def test_python_host_has_every_package_setup_py_imports(evaluated: Feedstock, shared: Path) -> None:
     tree = ast.parse(source_file(shared, "setup.py"))
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names}
@@ -100,7 +100,7 @@ def test_python_host_has_every_package_setup_py_imports(feedstock: Feedstock, sh
     in_tree = {name for name in imported if source_file_exists(shared, f"onnxruntime/python/{name}.py")}
     third_party = imported - set(sys.stdlib_module_names) - in_tree
     assert third_party, "setup.py imports no third-party package: the parse found nothing to check"
-    for render, package in built(feedstock, PYTHON_PACKAGE):
+    for render, package in built(evaluated, PYTHON_PACKAGE):
         host = set(specs_by_name(package.requirements["host"]))
         assert third_party <= host, (render.source, sorted(third_party - host))
 
@@ -108,11 +108,11 @@ def test_python_host_has_every_package_setup_py_imports(feedstock: Feedstock, sh
 # --- the console script
 
 
-def test_python_package_runs_every_console_script_it_declares(feedstock: Feedstock) -> None:
-    (recipe_output,) = [o for o in feedstock.outputs if o["package"]["name"] == PYTHON_PACKAGE]
+def test_python_package_runs_every_console_script_it_declares(evaluated: Feedstock) -> None:
+    (recipe_output,) = [o for o in evaluated.outputs if o["package"]["name"] == PYTHON_PACKAGE]
     scripts = [entry.split("=")[0].strip() for entry in recipe_output["build"]["python"]["entry_points"]]
     assert scripts
-    for render, package in built(feedstock, PYTHON_PACKAGE):
+    for render, package in built(evaluated, PYTHON_PACKAGE):
         lines = script_lines(package.tests)
         for script in scripts:
             assert f"{script} --help" in lines, (render.source, script, lines)
@@ -121,9 +121,9 @@ def test_python_package_runs_every_console_script_it_declares(feedstock: Feedsto
 # --- the CoreML EP on osx-arm64
 
 
-def test_osx_arm64_builds_against_a_newer_sdk_than_its_deployment_target(feedstock: Feedstock) -> None:
-    pinning = feedstock.pinning("osx-arm64")
-    configs = [c for c in feedstock.ci_support.values() if c["target_platform"] == ["osx-arm64"]]
+def test_osx_arm64_builds_against_a_newer_sdk_than_its_deployment_target(evaluated: Feedstock) -> None:
+    pinning = evaluated.pinning("osx-arm64")
+    configs = [c for c in evaluated.ci_support.values() if c["target_platform"] == ["osx-arm64"]]
     assert configs
     for config in configs:
         assert config["MACOSX_SDK_VERSION"] == [CONFIG["platforms"]["osx-arm64"]["macos_sdk"]]
@@ -132,13 +132,13 @@ def test_osx_arm64_builds_against_a_newer_sdk_than_its_deployment_target(feedsto
         assert Version(config["MACOSX_SDK_VERSION"][0]) > Version(config["MACOSX_DEPLOYMENT_TARGET"][0])
 
 
-def test_python_test_script_is_told_the_platform_it_checks(feedstock: Feedstock) -> None:
-    for render, package in built(feedstock, PYTHON_PACKAGE):
+def test_python_test_script_is_told_the_platform_it_checks(evaluated: Feedstock) -> None:
+    for render, package in built(evaluated, PYTHON_PACKAGE):
         assert f"python test_python_cpu.py {render.platform}" in script_lines(package.tests), render.source
 
 
-def test_cpp_package_ships_the_coreml_header_on_osx_arm64(feedstock: Feedstock) -> None:
-    for render, package in built(feedstock, CPU_OUTPUTS[0], "osx-arm64"):
+def test_cpp_package_ships_the_coreml_header_on_osx_arm64(evaluated: Feedstock) -> None:
+    for render, package in built(evaluated, CPU_OUTPUTS[0], "osx-arm64"):
         (contents,) = [test["package_contents"] for test in package.tests if "package_contents" in test]
         assert "onnxruntime/coreml_provider_factory.h" in contents["include"], render.source
 
@@ -150,17 +150,46 @@ def test_cpp_package_ships_the_coreml_header_on_osx_arm64(feedstock: Feedstock) 
     ("linux-aarch64", {"kleidiai"}),
     ("osx-arm64", {"kleidiai", "coremltools", "fp16", "psimd", "nlohmann_json"}),
 ])
-def test_cpu_outputs_ship_the_licences_of_what_their_platform_adds(feedstock: Feedstock, platform, deps) -> None:
+def test_cpu_outputs_ship_the_licences_of_what_their_platform_adds(evaluated: Feedstock, platform, deps) -> None:
     for output in CPU_OUTPUTS:
-        for render, package in built(feedstock, output, platform):
+        for render, package in built(evaluated, output, platform):
             shipped = {Path(path).parts[2].removesuffix("-src") for path in package.about["license_file"]
                        if "/_deps/" in path}
             assert deps <= shipped, (render.source, output, sorted(deps - shipped))
 
 
-def test_cpu_outputs_on_x86_64_ship_no_arm64_or_macos_licences(feedstock: Feedstock) -> None:
+def test_cpu_outputs_on_x86_64_ship_no_arm64_or_macos_licences(evaluated: Feedstock) -> None:
     for output in CPU_OUTPUTS:
-        for render, package in built(feedstock, output, "linux-64"):
+        for render, package in built(evaluated, output, "linux-64"):
             shipped = " ".join(package.about["license_file"])
             for dep in ("kleidiai", "coremltools", "fp16", "psimd"):
                 assert f"/{dep}-src/" not in shipped, (render.source, output, dep)
+
+
+# --- bad values of the keys above
+
+
+def render_with_config(root: Path, edit) -> subprocess.CompletedProcess[str]:
+    config = root / "config" / "feedstock.yaml"
+    config.write_text(edit(config.read_text()))
+    return subprocess.run([sys.executable, str(root / "scripts" / "render.py")], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60)
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda t: t.replace("  linux-aarch64:\n", '  linux-aarch64:\n    macos_sdk: "13.3"\n'),
+     "platforms.linux-aarch64.macos_sdk: only macOS platforms have a macOS SDK"),
+    (lambda t: t.replace('macos_sdk: "13.3"', "macos_sdk: 13.3"),
+     "platforms.osx-arm64.macos_sdk: expected a quoted string, got a decimal number 13.3"),
+    (lambda t: t.replace("    - numpy >=1.21.6\n", "    - numpy>=1.21.6\n"),
+     "python.requirements[1]: 'numpy>=1.21.6' is not a conda package spec like numpy >=1.21"),
+], ids=["sdk-off-macos", "sdk-unquoted", "spec-without-space"])
+def test_bad_macos_sdk_or_python_requirement_gets_one_clear_message_and_nothing_written(
+        feedstock: Path, edit, message) -> None:
+    written = [feedstock / "recipe" / "recipe.yaml", feedstock / ".ci_support" / "osx_arm64_.yaml"]
+    before = [path.read_bytes() for path in written]
+
+    result = render_with_config(feedstock, edit)
+
+    assert (result.returncode, result.stderr) == (2, f"error: config/feedstock.yaml: {message}\n")
+    assert [path.read_bytes() for path in written] == before

@@ -157,6 +157,8 @@ def _platforms(node: Node) -> tuple[Platform, ...]:
         cuda = fields["cuda"].flag() if "cuda" in fields else True
         macos_sdk = None
         if "macos_sdk" in fields:
+            if not name.startswith("osx-"):
+                raise fields["macos_sdk"].fail("only macOS platforms have a macOS SDK")
             macos_sdk = fields["macos_sdk"].text(r"\d+\.\d+", "a macOS SDK version like 13.3")
         platforms.append(Platform(name, cuda, build_platform, macos_sdk))
     return tuple(platforms)

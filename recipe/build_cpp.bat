@@ -41,3 +41,7 @@ cmake --install build-cpp --prefix "%LIBRARY_PREFIX%"
 if errorlevel 1 exit 1
 @rem ORT installs its model-test runner whenever the unit tests are built: a test tool, not the library
 if exist "%LIBRARY_BIN%\onnx_test_runner.exe" del /q "%LIBRARY_BIN%\onnx_test_runner.exe"
+@rem the source tree's header layout as well, which conda-forge's earlier onnxruntime-cpp builds shipped:
+@rem code written for them includes <onnxruntime/core/session/onnxruntime_cxx_api.h>
+xcopy /E /I /Y /Q "include\onnxruntime" "%LIBRARY_INC%\onnxruntime\"
+if errorlevel 1 exit 1

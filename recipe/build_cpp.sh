@@ -38,3 +38,7 @@ fi
 cmake --install build-cpp --prefix "${PREFIX}"
 # ORT installs its model-test runner whenever the unit tests are built: a test tool, not the library
 rm -f "${PREFIX}/bin/onnx_test_runner"
+# the source tree's header layout as well, which conda-forge's earlier onnxruntime-cpp builds shipped:
+# code written for them includes <onnxruntime/core/session/onnxruntime_cxx_api.h>
+mkdir -p "${PREFIX}/include"
+cp -R include/onnxruntime "${PREFIX}/include/"

@@ -42,8 +42,8 @@ set "PLUGIN_CMAKE_ARGS=-Donnxruntime_USE_CUDA=ON -Donnxruntime_BUILD_CUDA_EP_AS_
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_ENABLE_PYTHON=OFF"
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_BUILD_SHARED_LIB=OFF"
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_BUILD_UNIT_TESTS=OFF"
-@rem the version the plugin reports; upstream's default appends -dev to the ORT version
-set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_PLUGIN_EP_VERSION=%PKG_VERSION%"
+@rem the plugin's own version, as upstream's release builds of it report it (README says why)
+for /f "usebackq tokens=1" %%v in ("plugin-ep-cuda\VERSION_NUMBER") do set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_PLUGIN_EP_VERSION=%%v"
 @rem nvcc --threads per compile job: with BUILD_JOBS jobs this bounds the runner's memory use
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_NVCC_THREADS=%NVCC_THREADS%"
 @rem the recipe's list for this CUDA version, overriding the CUDAARCHS nvcc's activation sets; quoted for its semicolons

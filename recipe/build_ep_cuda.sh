@@ -63,8 +63,8 @@ plugin_cmake_args=(
     -Donnxruntime_ENABLE_PYTHON=OFF
     -Donnxruntime_BUILD_SHARED_LIB=OFF
     -Donnxruntime_BUILD_UNIT_TESTS=OFF
-    # the version the plugin reports; upstream's default appends -dev to the ORT version
-    -Donnxruntime_PLUGIN_EP_VERSION="${PKG_VERSION}"
+    # the plugin's own version, as upstream's release builds of it report it (README says why)
+    -Donnxruntime_PLUGIN_EP_VERSION="$(tr -d '[:space:]' < plugin-ep-cuda/VERSION_NUMBER)"
     # nvcc --threads per compile job: with build_jobs jobs this bounds the runner's memory use
     -Donnxruntime_NVCC_THREADS="${NVCC_THREADS}"
     # the recipe's list for this CUDA version and platform, overriding the CUDAARCHS nvcc's activation sets
@@ -80,11 +80,6 @@ plugin_cmake_args=(
     # CUDAToolkit_ROOT; the library headers are in the host prefix
     -DCMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES="${cuda_root}/include"
 )
-if [[ "${target_platform}" == linux-aarch64 ]]; then
-    # Arm's KleidiAI kernels for the plugin's CPU-side MLAS code; the option only applies to arm64 targets
-    plugin_cmake_args+=(-Donnxruntime_USE_KLEIDIAI=ON)
-fi
-
 # shellcheck disable=SC2086  # CMAKE_ARGS is conda-forge's space-separated list of toolchain flags
 cmake -S cmake -B build-ep-cuda -G Ninja ${CMAKE_ARGS} \
     "${ort_common_cmake_args[@]}" \

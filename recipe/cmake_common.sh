@@ -1,7 +1,8 @@
 # shellcheck shell=bash disable=SC2154  # target_platform comes from rattler-build
 # What every ONNX Runtime build in this recipe shares, written once: sourced by build_ep_cuda.sh,
 # build_cpp.sh and build_python.sh. It appends to LDFLAGS on linux and defines the array
-# `ort_common_cmake_args`; it runs nothing. cmake_common.bat is its Windows counterpart.
+# `ort_common_cmake_args`, with the arm64 and macOS options where they apply; it runs nothing.
+# cmake_common.bat is its Windows counterpart.
 
 if [[ "${target_platform}" == linux-* ]]; then
     # A library that asks for an executable stack cannot be dlopened on hardened or newer-glibc
@@ -28,6 +29,18 @@ ort_common_cmake_args=(
     # skips building protoc, and a cross build gets one it can run
     -DONNX_CUSTOM_PROTOC_EXECUTABLE="${BUILD_PREFIX}/bin/protoc"
 )
+
+if [[ "${target_platform}" == linux-aarch64 || "${target_platform}" == osx-arm64 ]]; then
+    # Arm's KleidiAI kernels in MLAS: upstream's build.py passes this for every build unless
+    # --no_kleidiai (tools/ci_build/build.py), and ORT's CMake turns it off on other CPUs
+    ort_common_cmake_args+=(-Donnxruntime_USE_KLEIDIAI=ON)
+fi
+
+if [[ "${target_platform}" == osx-arm64 ]]; then
+    # the CoreML EP, built into the core as in upstream's macOS wheels; its macOS 13+ code paths are
+    # checked at run time, so the SDK may be newer than the deployment target (config/feedstock.yaml)
+    ort_common_cmake_args+=(-Donnxruntime_USE_COREML=ON)
+fi
 
 if [[ "${CONDA_BUILD_CROSS_COMPILATION:-0}" == 1 && "${target_platform}" == linux-* ]]; then
     # glibc has iconv built in, but FindIconv cannot try-compile that check when cross-compiling and

@@ -1,9 +1,10 @@
 """Checks the CPU-only onnxruntime Python package in this environment:
 
-    python test_python_cpu.py
+    python test_python_cpu.py [TARGET_PLATFORM]
 
 Its version is plain X.Y.Z and the core's own; a small model runs on the CPU execution provider and
-matches numpy; and when no EP plugin manifest is installed, `import onnxruntime` is silent and no CUDA
+matches numpy; the execution providers built in for TARGET_PLATFORM (a conda subdir such as osx-arm64)
+are available; and when no EP plugin manifest is installed, `import onnxruntime` is silent and no CUDA
 provider is built in. Needs numpy and onnx next to onnxruntime.
 """
 
@@ -21,6 +22,9 @@ from onnx import TensorProto, helper
 # Opset and IR version that every core this package could be (>= 1.24.4) accepts.
 MODEL_OPSET = 17
 MODEL_IR_VERSION = 8
+
+# Execution providers the recipe builds into the core on a platform, beside the CPU one.
+BUILT_IN_PROVIDERS = {"osx-arm64": ["CoreMLExecutionProvider"]}
 
 
 def plugin_manifests() -> list[Path]:
@@ -68,6 +72,14 @@ def check_model_runs_on_cpu() -> None:
     print("model      MatMul+Add+Relu on CPUExecutionProvider matches numpy")
 
 
+def check_built_in_providers(target_platform: str) -> None:
+    providers = ort.get_available_providers()
+    for provider in BUILT_IN_PROVIDERS.get(target_platform, []):
+        assert provider in providers, f"{provider} is not among the available providers on {target_platform}: {providers}"
+    print(f"built in   {', '.join(BUILT_IN_PROVIDERS.get(target_platform, [])) or 'nothing beyond the CPU EP'}"
+          f" for {target_platform}")
+
+
 def check_import_is_silent() -> None:
     # in a child, so that every warning `import onnxruntime` emits, including the EP auto-registration's, is an error
     child = subprocess.run(
@@ -86,9 +98,11 @@ def check_no_cuda_built_in() -> None:
     print(f"providers  {', '.join(providers)}")
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
     check_version()
     check_model_runs_on_cpu()
+    if argv:
+        check_built_in_providers(argv[0])
     manifests = plugin_manifests()
     if manifests:
         print(f"skipped    the checks for an environment without EP plugins: {', '.join(map(str, manifests))}")
@@ -99,4 +113,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -7,6 +7,7 @@ called, and the CPU test scripts run for real against ONNX Runtime from PyPI.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -19,10 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import FLOOR_CORE_VERSION, REPO
+from conftest import FLOOR_CORE_VERSION, REPO, SHARED
 from support.pyenvs import python_env, run
 from support.recipe_checks import Feedstock
-from support.recipe_eval import expand_variants, platform_names, resolve
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipe"
 
@@ -62,6 +62,9 @@ CICC_PROCESSES_THAT_FINISHED = 8
 RUNNER_MEMORY_GB = 63
 # option() or cmake_dependent_option() declaring a dependency's static-runtime switch, with its default
 MSVC_RUNTIME_OPTION = re.compile(r'(?:cmake_dependent_)?option\(\s*(\w+_MSVC_STATIC_RUNTIME)\s+"[^"]*"\s+(ON|OFF)')
+# What the stand-in source says in plugin-ep-cuda/VERSION_NUMBER: made up, so that it cannot be
+# mistaken for the package version the build also sees (PKG_VERSION).
+PLUGIN_VERSION = "0.7.1"
 
 # The recipe's CPU test script needs these next to a core; the cores bracket what the plugin supports.
 PYTHON_TEST_REQUIREMENTS = ["onnx==1.23.2", "numpy"]
@@ -169,10 +172,14 @@ def build_targets(tools: FakeTools) -> list[str]:
 
 @pytest.fixture
 def source_tree(tmp_path: Path) -> Path:
-    """An SRC_DIR with upstream's floor file agreeing with the recipe's."""
+    """An SRC_DIR with upstream's floor file agreeing with the recipe's, the plugin's version file and a
+    header in the source tree's include layout."""
     source = tmp_path / "src"
     (source / "plugin-ep-cuda").mkdir(parents=True)
     (source / "plugin-ep-cuda" / "MIN_ONNXRUNTIME_VERSION").write_text(f"{MIN_CORE_VERSION}\n")
+    (source / "plugin-ep-cuda" / "VERSION_NUMBER").write_text(f"{PLUGIN_VERSION}\n")
+    (source / "include" / "onnxruntime" / "core" / "session").mkdir(parents=True)
+    (source / "include" / "onnxruntime" / "core" / "session" / "onnxruntime_cxx_api.h").write_text("// C++ API\n")
     return source
 
 
@@ -268,7 +275,6 @@ def test_plugin_build_configures_the_plugin_alone(tmp_path, source_tree):
         "-Donnxruntime_BUILD_SHARED_LIB=OFF",
         "-Donnxruntime_BUILD_UNIT_TESTS=OFF",
         "-Donnxruntime_USE_TELEMETRY=OFF",
-        "-Donnxruntime_PLUGIN_EP_VERSION=1.30.0",
         "-Donnxruntime_NVCC_THREADS=2",
         "-DCMAKE_CUDA_ARCHITECTURES=75-real;80-real;121",
         f"-Donnxruntime_CUDA_HOME={tmp_path}/prefix/targets/x86_64-linux",
@@ -285,6 +291,29 @@ def test_plugin_build_configures_the_plugin_alone(tmp_path, source_tree):
     assert not any("KLEIDIAI" in arg or "Iconv" in arg for arg in configure)
     (configure_call,) = [call for call in tools.calls("cmake") if call["args"][:1] == ["-S"]]
     assert "-Wl,--exclude-libs,ALL" in configure_call["env"]["LDFLAGS"].split()
+
+
+def test_plugin_reports_upstreams_plugin_version_not_the_package_version(tmp_path, source_tree):
+    leave_plugin_library(source_tree)
+    tools = FakeTools(tmp_path, "cmake")
+    env = plugin_build_env(tools, source_tree, tmp_path / "prefix")
+
+    result = bash(RECIPE / "build_ep_cuda.sh", env)
+
+    assert result.returncode == 0, result.stderr
+    versions = [arg for arg in configure_args(tools) if arg.startswith("-Donnxruntime_PLUGIN_EP_VERSION=")]
+    assert versions == [f"-Donnxruntime_PLUGIN_EP_VERSION={PLUGIN_VERSION}"], (env["PKG_VERSION"], versions)
+
+
+def test_plugin_build_stops_before_configuring_without_upstreams_plugin_version(tmp_path, source_tree):
+    (source_tree / "plugin-ep-cuda" / "VERSION_NUMBER").unlink()
+    tools = FakeTools(tmp_path, "cmake")
+
+    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, tmp_path / "prefix"))
+
+    assert result.returncode != 0
+    assert "plugin-ep-cuda/VERSION_NUMBER: No such file or directory" in result.stderr
+    assert tools.calls("cmake") == []
 
 
 def test_plugin_build_builds_only_the_plugin_target(tmp_path, source_tree):
@@ -400,6 +429,102 @@ def test_cpp_cross_build_skips_the_unit_tests(tmp_path, source_tree):
     assert result.returncode == 0, result.stderr
     assert "-Donnxruntime_BUILD_UNIT_TESTS=OFF" in configure_args(tools)
     assert tools.calls("ctest") == []
+
+
+def test_cpp_build_installs_the_source_tree_header_layout_too(tmp_path, source_tree):
+    prefix = tmp_path / "prefix"
+    tools = FakeTools(tmp_path, "cmake", "ctest")
+
+    result = bash(RECIPE / "build_cpp.sh", cpp_build_env(tools, source_tree, prefix))
+
+    assert result.returncode == 0, result.stderr
+    header = Path("include", "onnxruntime", "core", "session", "onnxruntime_cxx_api.h")
+    assert (prefix / header).read_text() == (source_tree / header).read_text()
+
+
+@pytest.fixture(scope="module")
+def onnxruntime_source(tmp_path_factory) -> Path:
+    """ONNX Runtime's real include/ tree and the CMake file that says which headers it installs flat."""
+    tarball = SHARED / "upstream" / "onnxruntime-1.30.0-src.tar.zst"
+    if not tarball.is_file():
+        pytest.skip(f"{tarball} is not here: the real headers are needed")
+    scratch = tmp_path_factory.mktemp("onnxruntime-source")
+    result = subprocess.run(["tar", "--zstd", "-xf", str(tarball), "-C", str(scratch),
+                             "onnxruntime/include", "onnxruntime/cmake/onnxruntime.cmake"],
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+    if result.returncode != 0:
+        pytest.skip(f"tar could not unpack {tarball}: {result.stderr.strip()}")
+    return scratch / "onnxruntime"
+
+
+def install_flat_headers(source: Path, prefix: Path) -> None:
+    """What `cmake --install` puts in include/onnxruntime/: the headers get_c_cxx_api_headers lists
+    (cmake/onnxruntime.cmake), which the stand-in cmake does not install."""
+    listing = (source / "cmake" / "onnxruntime.cmake").read_text().split("function(get_c_cxx_api_headers")[1]
+    headers = re.findall(r'"\$\{REPO_ROOT\}/(include/onnxruntime/core/session/[\w.]+)"', listing.split("endfunction")[0])
+    assert headers, "found no header list in cmake/onnxruntime.cmake"
+    (prefix / "include" / "onnxruntime").mkdir(parents=True, exist_ok=True)
+    for header in headers:
+        shutil.copy2(source / header, prefix / "include" / "onnxruntime")
+
+
+def test_cpp_test_program_compiles_through_both_header_spellings(tmp_path, onnxruntime_source):
+    """The recipe's C++ test, compiled by g++ against a prefix laid out by build_cpp.sh from the real
+    headers: one source spells the flat path, another the source tree's, and both compile."""
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.skip("needs a C++ compiler")
+    source = tmp_path / "src"
+    source.mkdir()
+    shutil.copytree(onnxruntime_source / "include", source / "include")
+    prefix = tmp_path / "prefix"
+    tools = FakeTools(tmp_path, "cmake", "ctest")
+    result = bash(RECIPE / "build_cpp.sh", cpp_build_env(tools, source, prefix))
+    assert result.returncode == 0, result.stderr
+    install_flat_headers(onnxruntime_source, prefix)
+
+    programs = sorted((RECIPE / "test_cpp").glob("*.cpp"))
+    spellings = {spelling for program in programs
+                 for spelling in re.findall(r"#include <(\S*onnxruntime_cxx_api\.h)>", program.read_text())}
+    assert spellings == {"onnxruntime_cxx_api.h", "onnxruntime/core/session/onnxruntime_cxx_api.h"}
+    for program in programs:
+        # the include folders recipe/test_cpp/CMakeLists.txt gives the program
+        compiled = subprocess.run(
+            [compiler, "-std=c++17", "-c", str(program), "-o", str(tmp_path / f"{program.stem}.o"),
+             f"-I{prefix / 'include' / 'onnxruntime'}", f"-I{prefix / 'include'}", '-DEXPECTED_ORT_VERSION="0.0.0"'],
+            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+        assert compiled.returncode == 0, f"{program.name}:\n{compiled.stderr}"
+
+
+ARM64_CPU_BUILDS = [(script, platform) for script in ("build_cpp.sh", "build_python.sh")
+                    for platform in ("linux-aarch64", "osx-arm64")]
+
+
+def cpu_build_configure(tmp_path: Path, source: Path, script: str, platform: str) -> list[str]:
+    """The configure arguments of a CPU build script for a target platform, built natively."""
+    if script == "build_python.sh":
+        result, tools, _ = python_build(tmp_path, source, target_platform=platform)
+    else:
+        tools = FakeTools(tmp_path, "cmake", "ctest")
+        result = bash(RECIPE / script, cpp_build_env(tools, source, tmp_path / "prefix", target_platform=platform))
+    assert result.returncode == 0, result.stderr
+    return configure_args(tools)
+
+
+@pytest.mark.parametrize(("script", "platform"), ARM64_CPU_BUILDS)
+def test_cpu_builds_on_arm64_use_kleidiai(tmp_path, source_tree, script, platform):
+    assert "-Donnxruntime_USE_KLEIDIAI=ON" in cpu_build_configure(tmp_path, source_tree, script, platform)
+
+
+@pytest.mark.parametrize("script", ["build_cpp.sh", "build_python.sh"])
+def test_cpu_builds_on_x86_64_leave_kleidiai_off(tmp_path, source_tree, script):
+    assert not any("KLEIDIAI" in arg for arg in cpu_build_configure(tmp_path, source_tree, script, "linux-64"))
+
+
+@pytest.mark.parametrize(("script", "platform"), [*ARM64_CPU_BUILDS, ("build_cpp.sh", "linux-64")])
+def test_cpu_builds_build_the_coreml_ep_on_osx_arm64_only(tmp_path, source_tree, script, platform):
+    coreml = "-Donnxruntime_USE_COREML=ON" in cpu_build_configure(tmp_path, source_tree, script, platform)
+    assert coreml == (platform == "osx-arm64")
 
 
 def python_build(tmp_path: Path, source: Path, **overrides: str):
@@ -527,10 +652,21 @@ def test_load_test_fails_clearly_without_driver_or_stub(tmp_path):
 def test_python_cpu_test_passes_against_a_pypi_core(core):
     python = python_env(f"python-cpu-{core.split('==')[1]}", [core, *PYTHON_TEST_REQUIREMENTS])
 
-    result = run(python, str(RECIPE / "test_python_cpu.py"))
+    result = run(python, str(RECIPE / "test_python_cpu.py"), "linux-64")
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "matches numpy" in result.stdout and "silent, with -W error" in result.stdout
+
+
+@pytest.mark.network
+def test_python_cpu_test_requires_coreml_when_told_it_checks_osx_arm64():
+    """PyPI's linux wheel has no CoreML EP, which the recipe builds into the osx-arm64 package."""
+    python = python_env(f"python-cpu-{NEWEST_CORE.split('==')[1]}", [NEWEST_CORE, *PYTHON_TEST_REQUIREMENTS])
+
+    result = run(python, str(RECIPE / "test_python_cpu.py"), "osx-arm64")
+
+    assert result.returncode != 0
+    assert "CoreMLExecutionProvider is not among the available providers on osx-arm64" in result.stderr
 
 
 # Makes `import onnxruntime` emit a warning, as a broken EP auto-registration would.
@@ -651,16 +787,16 @@ def test_upstream_registers_the_disabled_test_on_windows_and_it_loads_onnxruntim
 # --- Windows, and the runners the CUDA jobs get
 
 
+@functools.cache
+def rendered_feedstock() -> Feedstock:
+    return Feedstock(REPO)
+
+
 def plugin_script_env(platform: str, cuda: str) -> dict[str, str]:
-    """The plugin's build-script environment in the .ci_support config for a platform and CUDA version."""
-    feedstock = Feedstock(REPO)
-    (config,) = [c for c in feedstock.ci_support.values()
-                 if c["target_platform"][0] == platform and str(c["cuda_compiler_version"][0]) == cuda]
-    namespace = {**expand_variants(config)[0], **platform_names(platform, feedstock.build_platform(platform))}
-    for key, value in feedstock.recipe["context"].items():
-        namespace[key] = resolve(value, namespace)
-    (plugin,) = [o for o in feedstock.recipe["outputs"] if o["package"]["name"] == PLUGIN_PACKAGE]
-    return {key: str(resolve(value, namespace)) for key, value in plugin["build"]["script"]["env"].items()}
+    """The plugin's build-script environment as rattler-build renders it for a platform's CUDA config."""
+    (plugin,) = [b for b in rendered_feedstock().built
+                 if b.name == PLUGIN_PACKAGE and b.platform == platform and f"cuda{cuda.replace('.', '')}" in b.build_string]
+    return {key: str(value) for key, value in plugin.recipe["build"]["script"]["env"].items()}
 
 
 def sm_numbers(architectures: str) -> list[int]:

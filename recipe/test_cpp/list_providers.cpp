@@ -1,5 +1,6 @@
 // Prints the version of the ONNX Runtime library this program loaded and its execution providers;
-// fails unless the version is the one the CMake package announced and the CPU provider is there.
+// fails unless the version is the one the CMake package announced, the code compiled through the
+// nested header path (nested_include_path.cpp) sees the same library, and the CPU provider is there.
 #include <onnxruntime_cxx_api.h>
 
 #include <algorithm>
@@ -7,6 +8,8 @@
 #include <iostream>
 #include <string>
 #include <vector>
+
+std::string version_through_nested_headers();
 
 int main() {
   const std::string version = OrtGetApiBase()->GetVersionString();
@@ -17,6 +20,13 @@ int main() {
               << ": the program picked up another onnxruntime library\n";
     return 1;
   }
+  const std::string nested_version = version_through_nested_headers();
+  if (nested_version != version) {
+    std::cerr << "FAIL: code including <onnxruntime/core/session/onnxruntime_cxx_api.h> sees ONNX Runtime "
+              << nested_version << ", the rest of the program " << version << "\n";
+    return 1;
+  }
+  std::cout << "nested header path: <onnxruntime/core/session/onnxruntime_cxx_api.h> compiled and linked\n";
 
   std::vector<std::string> providers;
   try {

@@ -66,6 +66,7 @@ class Platform:
     name: str
     cuda: bool
     build_platform: str
+    macos_sdk: str | None = None  # None: the pinning's MACOSX_SDK_VERSION
 
     @property
     def cross_compiled(self) -> bool:
@@ -105,6 +106,7 @@ class Config:
     cudnn_as: str  # "run" or "constraint"
     python_minimum: str
     python_maximum: str | None
+    python_requirements: tuple[str, ...]  # conda match specs
     plugin: Plugin
     cpp: Output
     python_package: Output
@@ -146,13 +148,18 @@ def _platforms(node: Node) -> tuple[Platform, ...]:
     for name, entry in node.entries().items():
         if name not in KNOWN_PLATFORMS:
             raise entry.fail(f"unknown platform (known: {', '.join(KNOWN_PLATFORMS)})")
-        optional = {"cuda", "build_platform"}
+        optional = {"cuda", "build_platform", "macos_sdk"}
         fields = entry.mapping(optional, optional=optional) if entry.value is not None else {}
         build_platform = fields["build_platform"].text() if "build_platform" in fields else name
         if build_platform not in KNOWN_PLATFORMS:
             raise fields["build_platform"].fail(f"unknown platform {build_platform!r}")
         cuda = fields["cuda"].flag() if "cuda" in fields else True
-        platforms.append(Platform(name, cuda, build_platform))
+        macos_sdk = None
+        if "macos_sdk" in fields:
+            if not name.startswith("osx-"):
+                raise fields["macos_sdk"].fail("only macOS platforms have a macOS SDK")
+            macos_sdk = fields["macos_sdk"].text(r"\d+\.\d+", "a macOS SDK version like 13.3")
+        platforms.append(Platform(name, cuda, build_platform, macos_sdk))
     return tuple(platforms)
 
 
@@ -226,7 +233,7 @@ def load_config(root: Path) -> Config:
     if "{version}" not in url:
         raise source["url"].fail("must contain {version}, where the recipe puts ${{ version }}")
     cudnn = fields["cudnn"].mapping({"major", "as"})
-    python = fields["python"].mapping({"minimum", "maximum"}, optional={"maximum"})
+    python = fields["python"].mapping({"minimum", "maximum", "requirements"}, optional={"maximum"})
     python_minimum = python["minimum"].text(r"3\.\d+", "a Python version like 3.11")
     if _version_tuple(python_minimum) < ORT_PYTHON_FLOOR:
         raise python["minimum"].fail(
@@ -258,6 +265,10 @@ def load_config(root: Path) -> Config:
         cudnn_as=cudnn["as"].choice(("run", "constraint")),
         python_minimum=python_minimum,
         python_maximum=python_maximum,
+        python_requirements=tuple(
+            item.text(r"[a-z0-9][a-z0-9._-]*( [<>=!~]\S*)?", "a conda package spec like numpy >=1.21")
+            for item in python["requirements"].items()
+        ),
         plugin=Plugin(
             name=plugin["name"].text(), summary=plugin["summary"].text(), ep_name=plugin["ep_name"].text(),
             library_unix=library["unix"].text(r"lib/[\w.-]+", "a path under lib/"),

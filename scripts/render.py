@@ -19,18 +19,18 @@ import bootstrap  # noqa: E402
 
 bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt", ("jinja2", "yaml"))
 
-from feedstock import files, inputs, matrix, outputs  # noqa: E402
+from feedstock import files, inputs, matrix, rendering  # noqa: E402
 from feedstock.errors import InputError  # noqa: E402
 
 
-def generate(root: Path) -> list[outputs.GeneratedFile]:
+def generate(root: Path) -> list[rendering.GeneratedFile]:
     config = inputs.load_config(root)
     pinning = matrix.load_pinning(root)
     bot = inputs.load_bot_fields(root, config)
     jobs = matrix.build_matrix(config, pinning)
-    readme_path = root / outputs.README
+    readme_path = root / rendering.README
     readme = readme_path.read_text(encoding="utf-8") if readme_path.exists() else ""
-    return outputs.render_all(config, bot, jobs, readme)
+    return rendering.render_all(config, bot, jobs, readme)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         sys.stdout.write(files.diff(args.root, change))
         stale = [f.path for f in change.write] + list(change.remove)
-        print(f"stale: {', '.join(stale)}; run `{outputs.COMMAND}`", file=sys.stderr)
+        print(f"stale: {', '.join(stale)}; run `{rendering.COMMAND}`", file=sys.stderr)
         return 1
     try:
         files.apply(args.root, change)

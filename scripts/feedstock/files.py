@@ -8,7 +8,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .outputs import GeneratedFile
+from .rendering import GeneratedFile
 
 CI_SUPPORT = ".ci_support"
 

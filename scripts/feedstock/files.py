@@ -32,7 +32,7 @@ def _stale_variant_files(root: Path, generated: list[GeneratedFile]) -> list[str
     return [path for path in present if path not in wanted]
 
 
-def _read(root: Path, path: str) -> str | None:
+def read(root: Path, path: str) -> str | None:
     try:
         return (root / path).read_text(encoding="utf-8")
     except (FileNotFoundError, NotADirectoryError):
@@ -40,14 +40,14 @@ def _read(root: Path, path: str) -> str | None:
 
 
 def plan(root: Path, generated: list[GeneratedFile]) -> Plan:
-    changed = tuple(f for f in generated if _read(root, f.path) != f.text)
+    changed = tuple(f for f in generated if read(root, f.path) != f.text)
     return Plan(changed, tuple(_stale_variant_files(root, generated)))
 
 
 def diff(root: Path, change: Plan) -> str:
     chunks: list[str] = []
     for f in change.write:
-        old = _read(root, f.path)
+        old = read(root, f.path)
         chunks.extend(difflib.unified_diff(
             [] if old is None else old.splitlines(keepends=True), f.text.splitlines(keepends=True),
             fromfile="/dev/null" if old is None else f"a/{f.path}", tofile=f"b/{f.path}",

@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bootstrap  # noqa: E402
 
-bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt", ("jinja2", "yaml"))
+bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
 from feedstock import files, hand_edits, inputs, matrix, rendering  # noqa: E402
 from feedstock.errors import InputError  # noqa: E402

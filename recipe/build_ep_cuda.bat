@@ -58,4 +58,4 @@ if not exist "%LIBRARY_BIN%" mkdir "%LIBRARY_BIN%" || exit 1
 copy /Y "%PLUGIN_LIBRARY%" "%LIBRARY_BIN%\" || exit 1
 @rem the manifest through which `import onnxruntime` registers the plugin (rendered by scripts/render.py)
 if not exist "%LIBRARY_PREFIX%\share\onnxruntime\ep-plugins" mkdir "%LIBRARY_PREFIX%\share\onnxruntime\ep-plugins" || exit 1
-copy /Y "%RECIPE_DIR%\ep-plugins\win\onnxruntime-ep-cuda.json" "%LIBRARY_PREFIX%\share\onnxruntime\ep-plugins\" || exit 1
+copy /Y "%RECIPE_DIR%\ep-plugins\win\%PLUGIN_MANIFEST%" "%LIBRARY_PREFIX%\share\onnxruntime\ep-plugins\" || exit 1

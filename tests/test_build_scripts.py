@@ -22,6 +22,8 @@ from conftest import FLOOR_CORE_VERSION
 from support.pyenvs import python_env, run
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipe"
+# what the rendered recipe hands the plugin's build script (build.script.env)
+PLUGIN_SCRIPT_ENV = yaml.safe_load((RECIPE / "recipe.yaml").read_text())["outputs"][0]["build"]["script"]["env"]
 
 SHELL_SCRIPTS = sorted(RECIPE.rglob("*.sh"))
 BUILD_SCRIPTS = sorted([*RECIPE.glob("build_*.sh"), *RECIPE.glob("build_*.bat"),
@@ -166,7 +168,8 @@ def plugin_build_env(tools: FakeTools, source: Path, prefix: Path, **overrides: 
         "BUILD_PREFIX": "/build-prefix", "PKG_VERSION": "1.30.0", "target_platform": "linux-64",
         "CMAKE_ARGS": "-DCMAKE_INSTALL_PREFIX=/prefix -DCMAKE_INSTALL_LIBDIR=lib",
         "ORT_MIN_CORE_VERSION": MIN_CORE_VERSION, "CUDA_ARCHITECTURES": "75-real;80-real;121",
-        "NVCC_THREADS": "2", "NVCC_GB_PER_THREAD": "1", "CUDA_BUILD_JOBS": "8", **overrides,
+        "NVCC_THREADS": "2", "NVCC_GB_PER_THREAD": "1", "CUDA_BUILD_JOBS": "8",
+        "PLUGIN_MANIFEST": PLUGIN_SCRIPT_ENV["PLUGIN_MANIFEST"], **overrides,
     })
 
 

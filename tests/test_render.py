@@ -368,3 +368,25 @@ def test_the_cudnn_switch_moves_cudnn_between_run_and_run_constraints(
     plugin = recipe["outputs"][0]["requirements"]
     assert "cudnn 9.*" in plugin[section]
     assert not [spec for spec in plugin[other] if isinstance(spec, str) and spec.startswith("cudnn")]
+
+
+def test_a_renamed_plugin_package_reaches_the_recipe_the_manifests_and_the_helper(feedstock: Path) -> None:
+    config = feedstock / "config" / "feedstock.yaml"
+    old = parse_yaml(config.read_text(), "config")["outputs"]["plugin"]["name"]
+    new = f"{old}-renamed"
+    config.write_text(config.read_text().replace(old, new))
+    result = render(feedstock)
+    assert result.returncode == 0, result.stderr
+    recipe = (feedstock / RECIPE).read_text()
+    plugin = parse_yaml(recipe, RECIPE)["outputs"][0]
+    assert plugin["package"]["name"] == new and plugin["build"]["script"]["env"]["PLUGIN_MANIFEST"] == f"{new}.json"
+    assert old not in recipe.replace(new, "")
+    assert sorted(p.name for p in (feedstock / "recipe" / "ep-plugins").rglob("*.json")) == [f"{new}.json"] * 2
+    for script in ("build_ep_cuda.sh", "build_ep_cuda.bat"):
+        code = [line for line in (feedstock / "recipe" / script).read_text().splitlines()
+                if not line.lstrip().startswith(("#", "@rem"))]
+        assert not [line for line in code if old in line], script
+    ask = "import onnxruntime_ep_cuda as ep\ntry:\n    ep.get_ep_name()\nexcept ep.PluginNotInstalledError as e:\n    print(e)"
+    helper = subprocess.run([sys.executable, "-c", ask], cwd=feedstock / "recipe" / "python",
+                            capture_output=True, text=True, check=True)
+    assert helper.stdout.rstrip().endswith(f"install it with `conda install {new}`")

@@ -10,12 +10,13 @@ from pathlib import Path
 
 from .rendering import GeneratedFile
 
-CI_SUPPORT = ".ci_support"
+# Folders whose files only the generator writes: one it no longer renders is stale.
+OWNED = (".ci_support/*.yaml", "recipe/ep-plugins/*/*.json")
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What a render changes: files to write (new or different) and stale variant files to remove."""
+    """What a render changes: files to write (new or different) and stale generated files to remove."""
 
     write: tuple[GeneratedFile, ...]
     remove: tuple[str, ...]
@@ -25,10 +26,9 @@ class Plan:
         return not self.write and not self.remove
 
 
-def _stale_variant_files(root: Path, generated: list[GeneratedFile]) -> list[str]:
+def _stale_files(root: Path, generated: list[GeneratedFile]) -> list[str]:
     wanted = {f.path for f in generated}
-    folder = root / CI_SUPPORT
-    present = sorted(p.relative_to(root).as_posix() for p in folder.glob("*.yaml")) if folder.is_dir() else []
+    present = sorted({p.relative_to(root).as_posix() for pattern in OWNED for p in root.glob(pattern)})
     return [path for path in present if path not in wanted]
 
 
@@ -41,7 +41,7 @@ def read(root: Path, path: str) -> str | None:
 
 def plan(root: Path, generated: list[GeneratedFile]) -> Plan:
     changed = tuple(f for f in generated if read(root, f.path) != f.text)
-    return Plan(changed, tuple(_stale_variant_files(root, generated)))
+    return Plan(changed, tuple(_stale_files(root, generated)))
 
 
 def diff(root: Path, change: Plan) -> str:

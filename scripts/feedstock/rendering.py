@@ -25,6 +25,9 @@ CPU_TAG = "cpu"
 # Where each output builds, inside the work directory; license files are collected from there.
 BUILD_DIRS = {"plugin": "build-ep-cuda", "cpp": "build-cpp", "python": "build-python"}
 MANIFEST_DIR = {"unix": "share/onnxruntime/ep-plugins", "win": "Library/share/onnxruntime/ep-plugins"}
+# The copy of the plugin's manifest that the onnxruntime_ep_cuda helper ships with and learns the
+# plugin's package name from.
+HELPER_MANIFEST = "recipe/python/onnxruntime_ep_cuda/plugin_manifest.json"
 
 
 @dataclass(frozen=True)
@@ -191,5 +194,6 @@ def render_all(config: Config, bot: BotFields, matrix: list[CiConfig], readme: s
     files += [GeneratedFile(f".ci_support/{ci.name}.yaml", render_ci_support(ci)) for ci in matrix]
     files += [GeneratedFile(f"recipe/ep-plugins/{family}/{config.plugin.name}.json", plugin_manifest(config, family))
               for family in ("unix", "win")]
+    files.append(GeneratedFile(HELPER_MANIFEST, plugin_manifest(config, "unix")))
     files.append(GeneratedFile(README, splice_readme(readme, render_matrix_table(config, bot, matrix))))
     return files

@@ -19,11 +19,13 @@ import pytest
 import yaml
 
 from conftest import FLOOR_CORE_VERSION
+from feedstock.reader import parse_yaml
 from support.pyenvs import python_env, run
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipe"
 # what the rendered recipe hands the plugin's build script (build.script.env)
-PLUGIN_SCRIPT_ENV = yaml.safe_load((RECIPE / "recipe.yaml").read_text())["outputs"][0]["build"]["script"]["env"]
+PLUGIN_SCRIPT_ENV = parse_yaml((RECIPE / "recipe.yaml").read_text(), "recipe/recipe.yaml")["outputs"][0]["build"][
+    "script"]["env"]
 
 SHELL_SCRIPTS = sorted(RECIPE.rglob("*.sh"))
 BUILD_SCRIPTS = sorted([*RECIPE.glob("build_*.sh"), *RECIPE.glob("build_*.bat"),

@@ -1,4 +1,4 @@
-"""The generator: determinism, --check, the bot's edits, bad input, speed."""
+"""The generator: determinism, --check, the bot's edits, hand edits, bad input, its bootstrap, speed."""
 
 from __future__ import annotations
 

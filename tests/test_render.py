@@ -119,6 +119,17 @@ def test_a_bot_version_bump_survives_render(feedstock: Path) -> None:
     assert render(feedstock, "--check").returncode == 0
 
 
+def test_a_bot_bump_beside_a_config_change_is_not_taken_for_a_hand_edit(feedstock: Path) -> None:
+    version, sha256 = next_release(REPO)
+    bot_bump(feedstock / RECIPE, version, sha256)
+    config = feedstock / "config" / "feedstock.yaml"
+    config.write_text(re.sub(r"(?m)^  as: \w+$", "  as: constraint", config.read_text()))
+    result = render(feedstock)
+    assert result.returncode == 0, result.stderr
+    assert "wrote recipe/recipe.yaml" in result.stdout.splitlines()
+    assert release(feedstock) == (version, sha256, 0)
+
+
 def test_a_hand_edited_build_number_is_kept(feedstock: Path) -> None:
     version, sha256, number = release(REPO)
     recipe = feedstock / RECIPE

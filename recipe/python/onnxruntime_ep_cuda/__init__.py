@@ -23,7 +23,6 @@ from onnxruntime_ep_cuda._manifest import (
 __all__ = ["ManifestError", "PluginNotInstalledError", "get_ep_name", "get_ep_names", "get_library_path"]
 
 
-
 class PluginNotInstalledError(ManifestError):
     """The conda package `onnxruntime-ep-cuda` is not installed in this environment."""
 

@@ -26,9 +26,8 @@ from feedstock.errors import InputError  # noqa: E402
 
 
 def generate(root: Path) -> list[rendering.GeneratedFile]:
-    config = inputs.load_config(root)
+    config, bot = inputs.load(root)
     pinning = matrix.load_pinning(root)
-    bot = inputs.load_bot_fields(root)
     jobs = matrix.build_matrix(config, pinning)
     readme_path = root / rendering.README
     readme = readme_path.read_text(encoding="utf-8") if readme_path.exists() else ""

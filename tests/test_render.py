@@ -295,6 +295,17 @@ def test_every_problem_of_a_config_is_reported_in_one_run(feedstock: Path) -> No
         CONFIG_ERROR + BAD_CONFIGS[case][1] for case in ("wrong type", "unknown cudnn mode", "patch file that does not exist"))
 
 
+def test_problems_of_the_config_and_of_the_recipe_are_reported_together(feedstock: Path) -> None:
+    config = feedstock / "config" / "feedstock.yaml"
+    config.write_text(BAD_CONFIGS["unknown cudnn mode"][0](config.read_text()))
+    recipe = feedstock / RECIPE
+    recipe.write_text(re.sub(r"(?m)^  number: \d+$", "  number: many", recipe.read_text(), count=1))
+    result = render(feedstock)
+    assert (result.returncode, result.stderr.splitlines()) == (2, [
+        CONFIG_ERROR + BAD_CONFIGS["unknown cudnn mode"][1],
+        "recipe/recipe.yaml: build.number: expected a whole number, got a string 'many'"])
+
+
 def test_bot_fields_that_are_malformed_are_named(feedstock: Path) -> None:
     recipe = feedstock / RECIPE
     recipe.write_text(re.sub(r"(?m)^  sha256: [0-9a-f]{64}$", "  sha256: 12zz", recipe.read_text(), count=1))

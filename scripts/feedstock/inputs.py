@@ -353,3 +353,19 @@ def load_bot_fields(root: Path) -> BotFields:
     if problems:
         raise InputError.of(problems)
     return BotFields(version, sha256, number)
+
+
+def load(root: Path) -> tuple[Config, BotFields]:
+    """The config and the bot's fields, with the problems of both files reported together."""
+    problems: list[Problem] = []
+    try:
+        config = load_config(root)
+    except InputError as exc:
+        problems += exc.problems
+    try:
+        bot = load_bot_fields(root)
+    except InputError as exc:
+        problems += exc.problems
+    if problems:
+        raise InputError.of(problems)
+    return config, bot

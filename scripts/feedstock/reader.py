@@ -36,8 +36,9 @@ def _duplicate_keys(node: yaml.Node, key: str, shown_as: str, seen: set[int]) ->
     if isinstance(node, yaml.MappingNode):
         first_line: dict[str, int] = {}
         for name_node, value_node in node.value:
-            name = name_node.value if isinstance(name_node, yaml.ScalarNode) else f"line {name_node.start_mark.line + 1}"
-            line = name_node.start_mark.line + 1
+            if not isinstance(name_node, yaml.ScalarNode):  # not a name: Node.mapping refuses it
+                continue
+            name, line = name_node.value, name_node.start_mark.line + 1
             if name in first_line:
                 yield Problem(shown_as, child_key(key, name),
                               f"given twice (lines {first_line[name]} and {line}); YAML would keep the last silently")
@@ -58,9 +59,10 @@ def parse_yaml(text: str, shown_as: str, problems: list[Problem] | None = None) 
     try:
         document = loader.get_single_node()
         duplicates = [] if document is None else list(_duplicate_keys(document, "", shown_as, set()))
-        if duplicates and problems is None:
-            raise InputError.of(duplicates)
-        (problems if problems is not None else []).extend(duplicates)
+        if duplicates:
+            if problems is None:
+                raise InputError.of(duplicates)
+            problems.extend(duplicates)
         return None if document is None else loader.construct_document(document)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -130,13 +132,15 @@ class Node:
 
     def child(self, name: str) -> Node:
         """One required key of a mapping whose other keys this reader does not look at."""
-        if self.readable and not isinstance(self.value, dict):
+        if not self.readable:
+            return self._unreadable(name)
+        if not isinstance(self.value, dict):
             self.report(f"expected a mapping, got {type_name(self.value)}")
-        elif self.readable and name not in self.value:
+            return self._unreadable(name)
+        if name not in self.value:
             self._child(name, None).report("required key is missing")
-        else:
-            return self._child(name, self.value[name]) if self.readable else self._unreadable(name)
-        return self._unreadable(name)
+            return self._unreadable(name)
+        return self._child(name, self.value[name])
 
     def entries(self) -> dict[str, Node]:
         """A mapping whose keys are data (platform names, versions), not a fixed vocabulary."""

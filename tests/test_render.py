@@ -412,3 +412,10 @@ def test_a_renamed_plugin_package_reaches_the_recipe_the_manifests_and_the_helpe
     helper = subprocess.run([sys.executable, "-c", ask], cwd=feedstock / "recipe" / "python",
                             capture_output=True, text=True, check=True)
     assert helper.stdout.rstrip().endswith(f"install it with `conda install {new}`")
+
+
+def test_the_cpp_build_asks_for_the_configs_python_floor() -> None:
+    minimum = parse_yaml((REPO / "config" / "feedstock.yaml").read_text(), "config")["python"]["minimum"]
+    outputs = parse_yaml((REPO / RECIPE).read_text(), RECIPE)["outputs"]
+    (cpp,) = [output for output in outputs if "build_cpp" == output["build"]["script"]["file"]]
+    assert f"python >={minimum}" in cpp["requirements"]["build"]

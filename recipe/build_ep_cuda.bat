@@ -74,7 +74,7 @@ if not exist "%LIBRARY_BIN%" mkdir "%LIBRARY_BIN%" || exit 1
 copy /Y "%PLUGIN_LIBRARY%" "%LIBRARY_BIN%\" || exit 1
 @rem the manifest through which `import onnxruntime` registers the plugin (rendered by scripts/render.py)
 if not exist "%LIBRARY_PREFIX%\share\onnxruntime\ep-plugins" mkdir "%LIBRARY_PREFIX%\share\onnxruntime\ep-plugins" || exit 1
-copy /Y "%RECIPE_DIR%\ep-plugins\win\onnxruntime-ep-cuda.json" "%LIBRARY_PREFIX%\share\onnxruntime\ep-plugins\" || exit 1
+copy /Y "%RECIPE_DIR%\ep-plugins\win\%PLUGIN_MANIFEST%" "%LIBRARY_PREFIX%\share\onnxruntime\ep-plugins\" || exit 1
 @rem No pause for lingering file handles before packaging: rattler-build retries removing a locked work
 @rem directory (os error 5 and 32) since 0.41.0 (prefix-dev/rattler-build#1589, which closed #1431, the
 @rem reason for conda-forge/onnxruntime-feedstock's 30 s sleep), and conda-forge's CI installs the

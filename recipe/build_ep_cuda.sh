@@ -98,4 +98,4 @@ fi
 mkdir -p "${PREFIX}/lib" "${PREFIX}/share/onnxruntime/ep-plugins"
 cp "${plugin_library}" "${PREFIX}/lib/"
 # the manifest through which `import onnxruntime` registers the plugin (rendered by scripts/render.py)
-cp "${RECIPE_DIR}/ep-plugins/unix/onnxruntime-ep-cuda.json" "${PREFIX}/share/onnxruntime/ep-plugins/"
+cp "${RECIPE_DIR}/ep-plugins/unix/${PLUGIN_MANIFEST}" "${PREFIX}/share/onnxruntime/ep-plugins/"

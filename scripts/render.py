@@ -5,8 +5,10 @@
                                         manifests and the build-matrix section of README.md (from
                                         the .ci_support files conda-smithy wrote)
     python3 scripts/render.py --check   write nothing; print a diff and exit 1 when any is stale
+    python3 scripts/render.py --force   write even over a hand edit of recipe/recipe.yaml
 
-Exit status: 0 done (or current), 1 stale (--check), 2 bad input.
+Exit status: 0 done (or current), 1 stale (--check), 2 bad input, a hand edit in the way, or
+cannot run.
 """
 
 from __future__ import annotations
@@ -18,45 +20,69 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bootstrap  # noqa: E402
 
-bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt", ("jinja2", "yaml"))
+bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
-from feedstock import ci_support, files, inputs, outputs  # noqa: E402
+from feedstock import ci_support, files, hand_edits, inputs, rendering  # noqa: E402
 from feedstock.errors import InputError  # noqa: E402
 
 
-def generate(root: Path) -> list[outputs.GeneratedFile]:
-    config = inputs.load_config(root)
-    bot = inputs.load_bot_fields(root, config)
+def generate(root: Path) -> list[rendering.GeneratedFile]:
+    config, bot = inputs.load(root)
     jobs = ci_support.load_jobs(root)
-    readme_path = root / outputs.README
+    readme_path = root / rendering.README
     readme = readme_path.read_text(encoding="utf-8") if readme_path.exists() else ""
-    return outputs.render_all(config, bot, jobs, readme)
+    return rendering.render_all(config, bot, jobs, readme)
+
+
+def lost_hand_edit(root: Path, change: files.Plan) -> list[str]:
+    """One line per key of a hand-edited recipe that the planned render would change."""
+    recipe = next((f for f in change.write if f.path == inputs.RECIPE), None)
+    current = files.read(root, inputs.RECIPE)
+    if recipe is None or current is None or not hand_edits.is_hand_edited(current):
+        return []
+    if hand_edits.same_apart_from_stamp(current, recipe.text):
+        return []
+    lines = [f"{inputs.RECIPE}: {key}: edited by hand, and a render would change it"
+             for key in hand_edits.edited_keys(current, recipe.text)]
+    lines.append(f"{inputs.RECIPE}: (file): edited by hand since it was rendered, so nothing was written (the diff "
+                 f"shows what would be lost): make the edit in {inputs.CONFIG} or {rendering.TEMPLATE}, or drop "
+                 f"it with `{rendering.COMMAND} --force`")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 with a diff when stale")
+    parser.add_argument("--force", action="store_true", help="overwrite a hand edit of the recipe")
     parser.add_argument("--root", type=Path, default=bootstrap.REPO, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
         change = files.plan(args.root, generate(args.root))
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(exc, file=sys.stderr)
         return 2
     if args.check:
         if change.empty:
             return 0
         sys.stdout.write(files.diff(args.root, change))
-        stale = [f.path for f in change.write]
-        print(f"stale: {', '.join(stale)}; run `{outputs.COMMAND}`", file=sys.stderr)
+        stale = [f.path for f in change.write] + list(change.remove)
+        print(f"stale: {', '.join(stale)}; run `{rendering.COMMAND}`", file=sys.stderr)
         return 1
+    lost = [] if args.force else lost_hand_edit(args.root, change)
+    if lost:
+        recipe = files.Plan(tuple(f for f in change.write if f.path == inputs.RECIPE), ())
+        sys.stdout.write(files.diff(args.root, recipe))
+        print("\n".join(lost), file=sys.stderr)
+        return 2
     try:
         files.apply(args.root, change)
     except OSError as exc:
-        print(f"error: {exc.filename}: cannot write ({exc.strerror}); nothing was changed", file=sys.stderr)
+        print(f"{exc.filename}: (file): cannot write ({exc.strerror}); nothing was changed", file=sys.stderr)
         return 2
     for f in change.write:
         print(f"wrote {f.path}")
+    for path in change.remove:
+        print(f"removed {path}")
     return 0
 
 

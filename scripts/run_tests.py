@@ -12,11 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bootstrap  # noqa: E402
 
-bootstrap.ensure(
-    bootstrap.REPO / "tests" / "requirements.txt",
-    ("pytest", "jsonschema", "referencing", "license_expression", "jinja2", "yaml"),
-    always_venv=True,
-)
+bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt", always_venv=True)
 
 import pytest  # noqa: E402
 

@@ -8,17 +8,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-import yaml
 
 if TYPE_CHECKING:
     from support.smithy import Smithy
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
-# The oldest core the plugin supports, as the feedstock's config states it
-FLOOR_CORE_VERSION = yaml.safe_load((REPO / "config" / "feedstock.yaml").read_text())["min_core_version"]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "scripts"))
+
+from feedstock.reader import parse_yaml  # noqa: E402
+
+# The oldest core the plugin supports, as the feedstock's config states it
+FLOOR_CORE_VERSION = parse_yaml((REPO / "config" / "feedstock.yaml").read_text(), "config/feedstock.yaml")[
+    "min_core_version"]
 
 
 @pytest.fixture

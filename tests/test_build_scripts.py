@@ -21,10 +21,14 @@ import pytest
 import yaml
 
 from conftest import FLOOR_CORE_VERSION, REPO, SHARED
+from feedstock.reader import parse_yaml
 from support.pyenvs import python_env, run
 from support.recipe_checks import Feedstock
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipe"
+# what the rendered recipe hands the plugin's build script (build.script.env)
+PLUGIN_SCRIPT_ENV = parse_yaml((RECIPE / "recipe.yaml").read_text(), "recipe/recipe.yaml")["outputs"][0]["build"][
+    "script"]["env"]
 
 SHELL_SCRIPTS = sorted(RECIPE.rglob("*.sh"))
 BUILD_SCRIPTS = sorted([*RECIPE.glob("build_*.sh"), *RECIPE.glob("build_*.bat"),
@@ -49,7 +53,7 @@ CMAKE_DEFINE = re.compile(r"-D([A-Za-z_][A-Za-z0-9_]*)(?::[A-Z]+)?=")
 CUDA_IN_CODE = re.compile(r"-D\w*cuda|nvcc|\$\{?cuda_|%cuda_", re.IGNORECASE)
 MIN_CORE_VERSION = FLOOR_CORE_VERSION
 PLUGIN_TARGET = "onnxruntime_providers_cuda_plugin"
-PLUGIN_PACKAGE = yaml.safe_load((RECIPE.parent / "config" / "feedstock.yaml").read_text())["outputs"]["plugin"]["name"]
+PLUGIN_PACKAGE = parse_yaml((RECIPE.parent / "config" / "feedstock.yaml").read_text(), "config/feedstock.yaml")["outputs"]["plugin"]["name"]
 # The test that loads the core as onnxruntime.dll (cmake/onnxruntime_unittests.cmake, Windows only)
 DLOPEN_TEST = "onnxruntime_shared_lib_dlopen_test"
 CUDA_CONFIGS = [(platform, cuda) for platform in ("linux-64", "linux-aarch64", "win-64") for cuda in ("12.9", "13.0")]
@@ -189,7 +193,8 @@ def plugin_build_env(tools: FakeTools, source: Path, prefix: Path, **overrides: 
         "BUILD_PREFIX": "/build-prefix", "PKG_VERSION": "1.30.0", "target_platform": "linux-64",
         "CMAKE_ARGS": "-DCMAKE_INSTALL_PREFIX=/prefix -DCMAKE_INSTALL_LIBDIR=lib",
         "ORT_MIN_CORE_VERSION": MIN_CORE_VERSION, "CUDA_ARCHITECTURES": "75-real;80-real;121",
-        "NVCC_THREADS": "2", "NVCC_GB_PER_THREAD": "1", "CUDA_BUILD_JOBS": "8", **overrides,
+        "NVCC_THREADS": "2", "NVCC_GB_PER_THREAD": "1", "CUDA_BUILD_JOBS": "8",
+        "PLUGIN_MANIFEST": PLUGIN_SCRIPT_ENV["PLUGIN_MANIFEST"], **overrides,
     })
 
 

@@ -1,10 +1,12 @@
-"""The generator: determinism, --check, the bot's edits, bad input, speed."""
+"""The generator: determinism, --check, the bot's edits, hand edits, bad input, its bootstrap, speed."""
 
 from __future__ import annotations
 
 import hashlib
-import shutil
+import importlib.metadata
+import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -12,25 +14,38 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import bootstrap
 import pytest
-import yaml
 
 from conftest import FLOOR_CORE_VERSION, REPO
+from feedstock.reader import parse_yaml
 
-SEED_SHA = "f6681ecbddf53898adf0cc9e8e9e84657485b84d2eca3c8aa353de6d7dd417ef"
-# the sha256 of ONNX Runtime's v1.31.0 tag tarball, a real next release for a bot-style bump
-NEXT_SHA = "a7e84230b5d509e48fbd6b73c2453a56345ccb22da34a46dac1f0cb4a2d6507b"
+RECIPE = "recipe/recipe.yaml"
 
 
-def render(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(root / "scripts" / "render.py"), *args],
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+def release(root: Path) -> tuple[str, str, int]:
+    """The version, sha256 and build number a tree's recipe holds, where the bot edits them."""
+    recipe = parse_yaml((root / RECIPE).read_text(), RECIPE)
+    return recipe["context"]["version"], recipe["source"]["sha256"], recipe["build"]["number"]
+
+
+def next_release(root: Path) -> tuple[str, str]:
+    """A version after the committed one and a made-up sha256 for it: what a bot bump brings."""
+    major, minor, _ = release(root)[0].split(".")
+    version = f"{major}.{int(minor) + 1}.0"
+    return version, hashlib.sha256(f"onnxruntime-{version}.tar.gz".encode()).hexdigest()
+
+
+def render(root: Path, *args: str, python: tuple[str, ...] = (sys.executable,),
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*python, str(root / "scripts" / "render.py"), *args],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120, env=env)
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """Every file of the tree (outside scripts/) with its hash: what 'untouched' means."""
+    """Every file of the tree (outside scripts/ and .venv/) with its hash: what 'untouched' means."""
     return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and "scripts" not in p.parts}
+            for p in sorted(root.rglob("*")) if p.is_file() and not {"scripts", ".venv"} & set(p.parts)}
 
 
 def test_committed_tree_is_current() -> None:
@@ -47,9 +62,9 @@ def test_two_renders_give_identical_bytes(feedstock: Path) -> None:
     assert snapshot(feedstock) == after_first
 
 
-def test_render_from_nothing_reproduces_the_committed_files(feedstock: Path) -> None:
-    for generated in ("recipe.yaml", "variants.yaml"):
-        (feedstock / "recipe" / generated).unlink()
+def test_render_restores_deleted_generated_files_byte_for_byte(feedstock: Path) -> None:
+    shutil.rmtree(feedstock / "recipe" / "ep-plugins")
+    (feedstock / "recipe" / "variants.yaml").unlink()
     assert render(feedstock).returncode == 0
     committed = snapshot(REPO)
     for path, digest in snapshot(feedstock).items():
@@ -67,12 +82,14 @@ def test_check_flags_an_edited_variant_file_and_writes_nothing(feedstock: Path) 
     assert snapshot(feedstock) == before
 
 
-def test_check_flags_a_deleted_recipe_and_writes_nothing(feedstock: Path) -> None:
-    (feedstock / "recipe" / "recipe.yaml").unlink()
+@pytest.mark.parametrize("args", [(), ("--check",)])
+def test_a_deleted_recipe_is_an_error_not_a_reseed(feedstock: Path, args: tuple[str, ...]) -> None:
+    (feedstock / RECIPE).unlink()
     before = snapshot(feedstock)
-    result = render(feedstock, "--check")
-    assert result.returncode == 1
-    assert "+++ b/recipe/recipe.yaml" in result.stdout
+    result = render(feedstock, *args)
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", (
+        "recipe/recipe.yaml: (file): not found; it holds context.version, source.sha256 and build.number, which a "
+        "render keeps: restore it with `git checkout -- recipe/recipe.yaml`\n"))
     assert snapshot(feedstock) == before
 
 
@@ -93,25 +110,84 @@ def bot_bump(recipe: Path, version: str, sha256: str) -> None:
 
 
 def test_a_bot_version_bump_survives_render(feedstock: Path) -> None:
-    recipe = feedstock / "recipe" / "recipe.yaml"
-    bot_bump(recipe, "1.31.0", NEXT_SHA)
+    version, sha256 = next_release(REPO)
+    bot_bump(feedstock / RECIPE, version, sha256)
     assert render(feedstock, "--check").returncode == 1  # the README's matrix names the version
     assert render(feedstock).returncode == 0
-    text = recipe.read_text()
-    assert 'version: "1.31.0"' in text and f"sha256: {NEXT_SHA}" in text and SEED_SHA not in text
-    assert "ONNX Runtime 1.31.0, build 0" in (feedstock / "README.md").read_text()
+    assert release(feedstock) == (version, sha256, 0)
+    assert f"ONNX Runtime {version}, build 0" in (feedstock / "README.md").read_text()
     assert render(feedstock, "--check").returncode == 0
 
 
+def test_a_bot_bump_beside_a_config_change_is_not_taken_for_a_hand_edit(feedstock: Path) -> None:
+    version, sha256 = next_release(REPO)
+    bot_bump(feedstock / RECIPE, version, sha256)
+    config = feedstock / "config" / "feedstock.yaml"
+    config.write_text(re.sub(r"(?m)^  as: \w+$", "  as: constraint", config.read_text()))
+    result = render(feedstock)
+    assert result.returncode == 0, result.stderr
+    assert "wrote recipe/recipe.yaml" in result.stdout.splitlines()
+    assert release(feedstock) == (version, sha256, 0)
+
+
 def test_a_hand_edited_build_number_is_kept(feedstock: Path) -> None:
-    recipe = feedstock / "recipe" / "recipe.yaml"
-    recipe.write_text(re.sub(r"(?m)^  number: \d+$", "  number: 3", recipe.read_text(), count=1))
+    version, sha256, number = release(REPO)
+    recipe = feedstock / RECIPE
+    recipe.write_text(re.sub(r"(?m)^  number: \d+$", f"  number: {number + 3}", recipe.read_text(), count=1))
     assert render(feedstock).returncode == 0
-    assert "\nbuild:\n  number: 3\n" in recipe.read_text()
-    assert "ONNX Runtime 1.30.0, build 3" in (feedstock / "README.md").read_text()
+    assert release(feedstock) == (version, sha256, number + 3)
+    assert f"ONNX Runtime {version}, build {number + 3}" in (feedstock / "README.md").read_text()
 
 
-CONFIG_ERROR = "error: config/feedstock.yaml: "
+def add_host_dependency(recipe: Path) -> str:
+    """Add a dependency to the plugin's host requirements by hand; answer its dotted key."""
+    text = recipe.read_text()
+    assert text.count("\n        - libcufft-dev\n") == 1
+    recipe.write_text(text.replace("\n        - libcufft-dev\n", "\n        - libcufft-dev\n        - libcurand-dev\n"))
+    outputs = parse_yaml(text, RECIPE)["outputs"]
+    index = next(i for i, output in enumerate(outputs) if "libcufft-dev" in output["requirements"]["host"])
+    return f"outputs[{index}].requirements.host[{outputs[index]['requirements']['host'].index('libcufft-dev') + 1}]"
+
+
+HAND_EDIT_REFUSED = (
+    "recipe/recipe.yaml: (file): edited by hand since it was rendered, so nothing was written (the diff shows what "
+    "would be lost): make the edit in config/feedstock.yaml or scripts/feedstock/templates/recipe.yaml.j2, or drop "
+    "it with `python3 scripts/render.py --force`\n")
+
+
+def test_a_hand_added_dependency_is_refused_with_the_diff_of_what_would_be_lost(feedstock: Path) -> None:
+    key = add_host_dependency(feedstock / RECIPE)
+    before = snapshot(feedstock)
+    result = render(feedstock)
+    assert (result.returncode, result.stderr) == (
+        2, f"recipe/recipe.yaml: {key}: edited by hand, and a render would change it\n" + HAND_EDIT_REFUSED)
+    assert "\n-        - libcurand-dev\n" in result.stdout
+    assert snapshot(feedstock) == before
+
+
+def test_a_hand_edit_is_refused_even_beside_a_config_change(feedstock: Path) -> None:
+    add_host_dependency(feedstock / RECIPE)
+    config = feedstock / "config" / "feedstock.yaml"
+    config.write_text(re.sub(r"(?m)^  as: \w+$", "  as: constraint", config.read_text()))
+    before = snapshot(feedstock)
+    result = render(feedstock)
+    assert result.returncode == 2 and result.stderr.endswith(HAND_EDIT_REFUSED)
+    assert snapshot(feedstock) == before
+
+
+def test_force_overwrites_a_hand_edit(feedstock: Path) -> None:
+    add_host_dependency(feedstock / RECIPE)
+    assert render(feedstock, "--force").returncode == 0
+    assert (feedstock / RECIPE).read_bytes() == (REPO / RECIPE).read_bytes()
+
+
+def test_check_reports_a_hand_edit_as_stale(feedstock: Path) -> None:
+    add_host_dependency(feedstock / RECIPE)
+    result = render(feedstock, "--check")
+    assert result.returncode == 1 and "\n-        - libcurand-dev\n" in result.stdout
+
+
+CONFIG_ERROR = "config/feedstock.yaml: "
 BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
     "unknown key": (
         lambda t: t.replace("maintainers:", "colour: blue\nmaintainers:"),
@@ -121,15 +197,12 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         lambda t: re.sub(r"(?m)^  nvcc_threads: \d+$", "  nvcc_threads: two", t),
         "cuda.nvcc_threads: expected a whole number, got a string 'two'"),
     "unknown platform": (
-        lambda t: t.replace("  osx-arm64:\n", "  osx-arm65:\n"),
-        "platforms.osx-arm65: unknown platform (known: linux-64, linux-aarch64, linux-ppc64le, osx-64, osx-arm64, "
+        lambda t: t.replace("\nplatforms:\n", "\nplatforms:\n  linux-s390x:\n", 1),
+        "platforms.linux-s390x: unknown platform (known: linux-64, linux-aarch64, linux-ppc64le, osx-64, osx-arm64, "
         "win-64)"),
     "CUDA version without an arch list": (
         lambda t: re.sub(r"(?m)^        linux-aarch64: \[75-real.*\n", "", t),
         'cuda.versions."13.0".architectures: no architecture list for CUDA platform linux-aarch64'),
-    "malformed sha256": (
-        lambda t: t.replace(f"sha256: {SEED_SHA}", "sha256: f6681ecbddf5389"),
-        "source.seed.sha256: 'f6681ecbddf5389' is not 64 lowercase hex digits"),
     "python below 3.11": (
         lambda t: t.replace('minimum: "3.11"', 'minimum: "3.10"'),
         "python.minimum: 3.10 is below ONNX Runtime's Python floor 3.11"),
@@ -151,7 +224,45 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
     "invalid YAML": (
         lambda t: t + "\n  - [unbalanced\n",
         "line {appended}: not valid YAML (expected <block end>, but found '-')"),
+    "licence file outside the source tree": (
+        lambda t: t.replace("files: [LICENSE, ThirdPartyNotices.txt]", "files: [../LICENSE, ThirdPartyNotices.txt]"),
+        "license.files[0]: '../LICENSE' leaves the source tree (..)"),
+    "absolute licence file": (
+        lambda t: t.replace("files: [LICENSE, ThirdPartyNotices.txt]", "files: [/LICENSE, ThirdPartyNotices.txt]"),
+        "license.files[0]: '/LICENSE' is absolute; give it relative to the source tree"),
+    "licence file with backslashes": (
+        lambda t: t.replace("files: [LICENSE, ThirdPartyNotices.txt]", "files: [LICENSE, docs\\ThirdPartyNotices.txt]"),
+        "license.files[1]: 'docs\\\\ThirdPartyNotices.txt' has backslashes; write paths with forward slashes"),
+    "patch file that does not exist": (
+        lambda t: t.replace("  patches: []", "  patches: [fix-the-build.patch]"),
+        "source.patches[0]: recipe/fix-the-build.patch does not exist"),
+    "Windows path as the source URL": (
+        lambda t: re.sub(r"(?m)^  url: .*$", r"  url: C:\\src\\onnxruntime-{version}.tar.gz", t),
+        "source.url: 'C:\\\\src\\\\onnxruntime-{{version}}.tar.gz' is not an https URL"),
+    "maintainer listed twice": (
+        lambda t: t.replace("maintainers:\n", "maintainers:\n  - someone\n  - Someone\n"),
+        "maintainers[1]: 'Someone' is listed twice (first at maintainers[0])"),
+    "duplicate YAML key": (
+        lambda t: re.sub(r"(?m)^(  nvcc_threads: \d+)$", r"\1\n  nvcc_threads: 3", t),
+        "cuda.nvcc_threads: given twice (lines {nvcc_threads} and {nvcc_threads_again}); YAML would keep the last "
+        "silently"),
+    "architectures out of order": (
+        lambda t: t.replace("        linux-64: [75-real, 80-real,", "        linux-64: [80-real, 75-real,"),
+        'cuda.versions."13.0".architectures.linux-64[1]: \'75-real\' comes after \'80-real\'; list architectures from '
+        "the lowest up"),
+    "architecture listed twice": (
+        lambda t: t.replace("        linux-64: [75-real, 80-real,", "        linux-64: [75-real, 75-real, 80-real,"),
+        'cuda.versions."13.0".architectures.linux-64[1]: \'75-real\' is listed twice (first at '
+        'cuda.versions."13.0".architectures.linux-64[0])'),
 }
+
+
+def line_of(text: str, line: str) -> int:
+    return text.splitlines().index(line) + 1
+
+
+def nvcc_threads_line(text: str) -> int:
+    return next(n for n, line in enumerate(text.splitlines(), 1) if re.fullmatch(r"  nvcc_threads: \d+", line))
 
 
 @pytest.mark.parametrize("case", list(BAD_CONFIGS))
@@ -160,7 +271,9 @@ def test_bad_config_gets_one_clear_message_and_an_untouched_tree(feedstock: Path
     config = feedstock / "config" / "feedstock.yaml"
     original = config.read_text()
     config.write_text(edit(original))
-    message = message.replace("{appended}", str(len(original.splitlines()) + 2))
+    message = message.format(appended=len(original.splitlines()) + 2,
+                             nvcc_threads=nvcc_threads_line(original),
+                             nvcc_threads_again=nvcc_threads_line(original) + 1)
     (feedstock / "recipe" / "variants.yaml").unlink()  # a render would have to restore it
     before = snapshot(feedstock)
     for args in ((), ("--check",)):
@@ -169,16 +282,55 @@ def test_bad_config_gets_one_clear_message_and_an_untouched_tree(feedstock: Path
     assert snapshot(feedstock) == before
 
 
-def test_bot_fields_that_are_malformed_are_named(feedstock: Path) -> None:
-    recipe = feedstock / "recipe" / "recipe.yaml"
-    recipe.write_text(recipe.read_text().replace(f"sha256: {SEED_SHA}", "sha256: 12zz"))
+def test_every_problem_of_a_config_is_reported_in_one_run(feedstock: Path) -> None:
+    config = feedstock / "config" / "feedstock.yaml"
+    text = config.read_text()
+    for case in ("wrong type", "unknown cudnn mode", "patch file that does not exist"):
+        text = BAD_CONFIGS[case][0](text)
+    config.write_text(text)
     result = render(feedstock)
     assert result.returncode == 2
-    assert result.stderr == "error: recipe/recipe.yaml: source.sha256: '12zz' is not 64 lowercase hex digits\n"
+    assert sorted(result.stderr.splitlines()) == sorted(
+        CONFIG_ERROR + BAD_CONFIGS[case][1] for case in ("wrong type", "unknown cudnn mode", "patch file that does not exist"))
+
+
+def test_problems_of_the_config_and_of_the_recipe_are_reported_together(feedstock: Path) -> None:
+    config = feedstock / "config" / "feedstock.yaml"
+    config.write_text(BAD_CONFIGS["unknown cudnn mode"][0](config.read_text()))
+    recipe = feedstock / RECIPE
+    recipe.write_text(re.sub(r"(?m)^  number: \d+$", "  number: many", recipe.read_text(), count=1))
+    result = render(feedstock)
+    assert (result.returncode, result.stderr.splitlines()) == (2, [
+        CONFIG_ERROR + BAD_CONFIGS["unknown cudnn mode"][1],
+        "recipe/recipe.yaml: build.number: expected a whole number, got a string 'many'"])
+
+
+def test_bot_fields_that_are_malformed_are_named(feedstock: Path) -> None:
+    recipe = feedstock / RECIPE
+    recipe.write_text(re.sub(r"(?m)^  sha256: [0-9a-f]{64}$", "  sha256: 12zz", recipe.read_text(), count=1))
+    before = snapshot(feedstock)
+    result = render(feedstock)
+    assert (result.returncode, result.stderr) == (
+        2, "recipe/recipe.yaml: source.sha256: '12zz' is not 64 lowercase hex digits\n")
+    assert snapshot(feedstock) == before
+
+
+def test_a_duplicate_key_in_the_recipe_is_an_error(feedstock: Path) -> None:
+    recipe = feedstock / RECIPE
+    text = recipe.read_text()
+    line = line_of(text, "schema_version: 1")
+    recipe.write_text(text.replace("schema_version: 1\n", "schema_version: 1\nschema_version: 2\n"))
+    before = snapshot(feedstock)
+    result = render(feedstock)
+    assert (result.returncode, result.stderr) == (
+        2, f"recipe/recipe.yaml: schema_version: given twice (lines {line} and {line + 1}); YAML would keep the last "
+           "silently\n")
+    assert snapshot(feedstock) == before
 
 
 def test_a_write_failure_leaves_every_file_as_it_was(feedstock: Path) -> None:
-    (feedstock / "recipe" / "recipe.yaml").unlink()
+    config = feedstock / "config" / "feedstock.yaml"
+    config.write_text(re.sub(r"(?m)^  as: \w+$", "  as: constraint", config.read_text()))  # the recipe changes
     manifests = feedstock / "recipe" / "ep-plugins" / "unix"
     shutil.rmtree(manifests)
     manifests.write_text("a file where a folder should be")
@@ -187,6 +339,22 @@ def test_a_write_failure_leaves_every_file_as_it_was(feedstock: Path) -> None:
     assert result.returncode == 2 and "nothing was changed" in result.stderr
     assert snapshot(feedstock) == before
     assert not [p for p in feedstock.rglob(".*") if p.is_file() and p.name.startswith(".recipe")]
+
+
+def test_no_package_index_to_bootstrap_from_is_one_sentence_and_exit_2(feedstock: Path) -> None:
+    # -S hides the running interpreter's site-packages, so the render has to bootstrap its .venv/
+    result = render(feedstock, python=(sys.executable, "-S"), env={**os.environ, "PIP_NO_INDEX": "1"})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "bootstrap: cannot install scripts/requirements.txt into .venv/: pip exited 1 (ERROR: Could not find a "
+        "version that satisfies the requirement jinja2==3.1.6 (from versions: none)); is the package index reachable?")
+    assert not (feedstock / ".venv").exists()
+
+
+def test_an_interpreter_with_other_versions_than_the_pins_is_not_used(tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("pyyaml==0.0.1\n")
+    assert bootstrap.off_pin(requirements) == [f"pyyaml==0.0.1 (found {importlib.metadata.version('pyyaml')})"]
 
 
 @pytest.mark.parametrize("args", [(), ("--check",)])
@@ -206,7 +374,7 @@ def test_a_readme_without_its_markers_is_named_and_left_alone(feedstock: Path) -
     before = snapshot(feedstock)
     result = render(feedstock)
     assert (result.returncode, result.stderr) == (
-        2, "error: README.md: build matrix: its begin and end markers are missing or out of order\n")
+        2, "README.md: build matrix: its begin and end markers are missing or out of order\n")
     assert snapshot(feedstock) == before
 
 
@@ -217,7 +385,7 @@ def test_the_cudnn_switch_moves_cudnn_between_run_and_run_constraints(
     config = feedstock / "config" / "feedstock.yaml"
     config.write_text(re.sub(r"(?m)^  as: \w+$", f"  as: {mode}", config.read_text()))
     assert render(feedstock).returncode == 0
-    recipe = yaml.safe_load((feedstock / "recipe" / "recipe.yaml").read_text())
+    recipe = parse_yaml((feedstock / RECIPE).read_text(), RECIPE)
     plugin = recipe["outputs"][0]["requirements"]
     assert "cudnn 9.*" in plugin[section]
     assert not [spec for spec in plugin[other] if isinstance(spec, str) and spec.startswith("cudnn")]
@@ -230,5 +398,34 @@ def test_a_job_file_without_its_platform_is_named_and_nothing_is_written(feedsto
     before = snapshot(feedstock)
     result = render(feedstock)
     assert (result.returncode, result.stderr) == (
-        2, "error: .ci_support/osx_arm64_.yaml: target_platform: required key is missing\n")
+        2, ".ci_support/osx_arm64_.yaml: target_platform: required key is missing\n")
     assert snapshot(feedstock) == before
+
+
+def test_a_renamed_plugin_package_reaches_the_recipe_the_manifests_and_the_helper(feedstock: Path) -> None:
+    config = feedstock / "config" / "feedstock.yaml"
+    old = parse_yaml(config.read_text(), "config")["outputs"]["plugin"]["name"]
+    new = f"{old}-renamed"
+    config.write_text(config.read_text().replace(old, new))
+    result = render(feedstock)
+    assert result.returncode == 0, result.stderr
+    recipe = (feedstock / RECIPE).read_text()
+    plugin = parse_yaml(recipe, RECIPE)["outputs"][0]
+    assert plugin["package"]["name"] == new and plugin["build"]["script"]["env"]["PLUGIN_MANIFEST"] == f"{new}.json"
+    assert old not in recipe.replace(new, "")
+    assert sorted(p.name for p in (feedstock / "recipe" / "ep-plugins").rglob("*.json")) == [f"{new}.json"] * 2
+    for script in ("build_ep_cuda.sh", "build_ep_cuda.bat"):
+        code = [line for line in (feedstock / "recipe" / script).read_text().splitlines()
+                if not line.lstrip().startswith(("#", "@rem"))]
+        assert not [line for line in code if old in line], script
+    ask = "import onnxruntime_ep_cuda as ep\ntry:\n    ep.get_ep_name()\nexcept ep.PluginNotInstalledError as e:\n    print(e)"
+    helper = subprocess.run([sys.executable, "-c", ask], cwd=feedstock / "recipe" / "python",
+                            capture_output=True, text=True, check=True)
+    assert helper.stdout.rstrip().endswith(f"install it with `conda install {new}`")
+
+
+def test_the_cpp_build_asks_for_the_configs_python_floor() -> None:
+    minimum = parse_yaml((REPO / "config" / "feedstock.yaml").read_text(), "config")["python"]["minimum"]
+    outputs = parse_yaml((REPO / RECIPE).read_text(), RECIPE)["outputs"]
+    (cpp,) = [output for output in outputs if "build_cpp" == output["build"]["script"]["file"]]
+    assert f"python >={minimum}" in cpp["requirements"]["build"]

@@ -191,5 +191,5 @@ def test_bad_macos_sdk_or_python_requirement_gets_one_clear_message_and_nothing_
 
     result = render_with_config(feedstock, edit)
 
-    assert (result.returncode, result.stderr) == (2, f"error: config/feedstock.yaml: {message}\n")
+    assert (result.returncode, result.stderr) == (2, f"config/feedstock.yaml: {message}\n")
     assert [path.read_bytes() for path in written] == before

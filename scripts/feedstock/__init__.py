@@ -1,5 +1,5 @@
 """Render the onnxruntime-ep-cuda feedstock from `config/feedstock.yaml`.
 
 Stages, one module each: `inputs` (load and validate), `matrix` (the variant model conda-smithy
-would derive), `outputs` (lay the model out as files), `files` (write atomically, or compare).
+would derive), `rendering` (lay the model out as files), `files` (write atomically, or compare).
 """

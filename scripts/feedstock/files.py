@@ -8,21 +8,31 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .outputs import GeneratedFile
+from .rendering import GeneratedFile
+
+# Folders whose files only the generator writes: one it no longer renders is stale.
+OWNED = ("recipe/ep-plugins/*/*.json",)
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What a render changes: the files to write (new or different)."""
+    """What a render changes: files to write (new or different) and stale generated files to remove."""
 
     write: tuple[GeneratedFile, ...]
+    remove: tuple[str, ...]
 
     @property
     def empty(self) -> bool:
-        return not self.write
+        return not self.write and not self.remove
 
 
-def _read(root: Path, path: str) -> str | None:
+def _stale_files(root: Path, generated: list[GeneratedFile]) -> list[str]:
+    wanted = {f.path for f in generated}
+    present = sorted({p.relative_to(root).as_posix() for pattern in OWNED for p in root.glob(pattern)})
+    return [path for path in present if path not in wanted]
+
+
+def read(root: Path, path: str) -> str | None:
     try:
         return (root / path).read_text(encoding="utf-8")
     except (FileNotFoundError, NotADirectoryError):
@@ -30,14 +40,14 @@ def _read(root: Path, path: str) -> str | None:
 
 
 def plan(root: Path, generated: list[GeneratedFile]) -> Plan:
-    changed = tuple(f for f in generated if _read(root, f.path) != f.text)
-    return Plan(changed)
+    changed = tuple(f for f in generated if read(root, f.path) != f.text)
+    return Plan(changed, tuple(_stale_files(root, generated)))
 
 
 def diff(root: Path, change: Plan) -> str:
     chunks: list[str] = []
     for f in change.write:
-        old = _read(root, f.path)
+        old = read(root, f.path)
         chunks.extend(difflib.unified_diff(
             [] if old is None else old.splitlines(keepends=True), f.text.splitlines(keepends=True),
             fromfile="/dev/null" if old is None else f"a/{f.path}", tofile=f"b/{f.path}",
@@ -63,3 +73,5 @@ def apply(root: Path, change: Plan) -> None:
         raise
     for temp, target in staged:
         os.replace(temp, target)
+    for path in change.remove:
+        (root / path).unlink()

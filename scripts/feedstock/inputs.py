@@ -3,18 +3,23 @@
 - `config/feedstock.yaml`: what the feedstock builds (the single source of truth);
 - `recipe/recipe.yaml`: only `context.version`, `source.sha256` and `build.number`, which the
   autotick bot edits there and a re-render must keep.
+
+Every value of the config is checked, and every problem found is reported in one run.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InputError
+from .errors import InputError, Problem
 from .reader import Node, load_yaml
 
 CONFIG = "config/feedstock.yaml"
 RECIPE = "recipe/recipe.yaml"
+# rattler-build applies a source's patches from the recipe's folder.
+PATCH_DIR = "recipe"
 
 # conda subdirs conda-forge builds for; anything else in the config is a typo.
 KNOWN_PLATFORMS = ("linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64", "win-64")
@@ -25,7 +30,10 @@ VERSION = r"\d+\.\d+\.\d+"
 SHA256 = r"[0-9a-f]{64}"
 CUDA_ARCH = r"\d{2,3}(-real|-virtual)?"
 SPDX_ID = r"[A-Za-z0-9.+-]+"
-
+PACKAGE_NAME = r"[a-z0-9][a-z0-9._-]*"
+ONE_LINE = r"[^\n]*\S[^\n]*"
+HTTPS_URL = r"https://[^\s\\]+"
+PYTHON_VERSION = r"3\.\d+"
 
 OUTPUT_KEYS = ("plugin", "cpp", "python")
 
@@ -69,10 +77,6 @@ class Platform:
     macos_sdk: str | None = None  # None: the pinning's MACOSX_SDK_VERSION
 
     @property
-    def cross_compiled(self) -> bool:
-        return self.build_platform != self.name
-
-    @property
     def os(self) -> str:
         return self.name.split("-")[0]
 
@@ -81,11 +85,6 @@ class Platform:
 class CudaVersion:
     version: str
     architectures: dict[str, tuple[str, ...]]  # by platform
-
-    @property
-    def tag(self) -> str:
-        """`12.9` -> `cuda129`: the build-string part users select a CUDA variant by."""
-        return "cuda" + self.version.replace(".", "")
 
 
 @dataclass(frozen=True)
@@ -98,8 +97,6 @@ class Config:
     license: License
     maintainers: tuple[str, ...]
     source_url: str
-    seed_version: str
-    seed_sha256: str
     patches: tuple[str, ...]
     min_core_version: str
     cudnn_major: str
@@ -139,46 +136,84 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split("."))
 
 
-def _output(node: Node, extra: frozenset[str] = frozenset()) -> dict[str, Node]:
-    return node.mapping({"name", "summary", *extra})
+def _relative_path(node: Node, inside: str) -> str | None:
+    """A path relative to `inside`, written the way every platform's build reads it."""
+    path = node.text()
+    if path is None:
+        return None
+    if "\\" in path:
+        node.report(f"{path!r} has backslashes; write paths with forward slashes")
+    elif path.startswith("/") or re.match(r"[A-Za-z]:", path):
+        node.report(f"{path!r} is absolute; give it relative to {inside}")
+    elif ".." in path.split("/"):
+        node.report(f"{path!r} leaves {inside} (..)")
+    elif not re.fullmatch(r"[\w.+-]+(/[\w.+-]+)*", path):
+        node.report(f"{path!r} is not a path relative to {inside}")
+    else:
+        return path
+    return None
+
+
+def _distinct(nodes: list[Node], values: list[str | None], *, ignore_case: bool = False) -> None:
+    """Report every value that an earlier item of the same list already gave."""
+    first: dict[str, str] = {}
+    for node, value in zip(nodes, values):
+        if value is None:
+            continue
+        seen = value.lower() if ignore_case else value
+        if seen in first:
+            node.report(f"{value!r} is listed twice (first at {first[seen]})")
+        else:
+            first[seen] = node.key
 
 
 def _platforms(node: Node) -> tuple[Platform, ...]:
     platforms = []
     for name, entry in node.entries().items():
         if name not in KNOWN_PLATFORMS:
-            raise entry.fail(f"unknown platform (known: {', '.join(KNOWN_PLATFORMS)})")
+            entry.report(f"unknown platform (known: {', '.join(KNOWN_PLATFORMS)})")
+            continue
         optional = {"cuda", "build_platform", "macos_sdk"}
         fields = entry.mapping(optional, optional=optional) if entry.value is not None else {}
-        build_platform = fields["build_platform"].text() if "build_platform" in fields else name
-        if build_platform not in KNOWN_PLATFORMS:
-            raise fields["build_platform"].fail(f"unknown platform {build_platform!r}")
+        build_platform = fields["build_platform"].choice(KNOWN_PLATFORMS) if "build_platform" in fields else name
         cuda = fields["cuda"].flag() if "cuda" in fields else True
         macos_sdk = None
         if "macos_sdk" in fields:
-            if not name.startswith("osx-"):
-                raise fields["macos_sdk"].fail("only macOS platforms have a macOS SDK")
-            macos_sdk = fields["macos_sdk"].text(r"\d+\.\d+", "a macOS SDK version like 13.3")
-        platforms.append(Platform(name, cuda, build_platform, macos_sdk))
+            if name.startswith("osx-"):
+                macos_sdk = fields["macos_sdk"].text(r"\d+\.\d+", "a macOS SDK version like 13.3")
+            else:
+                fields["macos_sdk"].report("only macOS platforms have a macOS SDK")
+        if build_platform is not None and cuda is not None:
+            platforms.append(Platform(name, cuda, build_platform, macos_sdk))
     return tuple(platforms)
 
 
-def _cuda_versions(node: Node, cuda_platforms: tuple[Platform, ...]) -> tuple[CudaVersion, ...]:
+def _architectures(node: Node) -> tuple[str, ...]:
+    """One platform's list, lowest architecture first, each once: the order ORT compiles them in."""
+    items = node.items()
+    archs = [item.text(CUDA_ARCH, "a CUDA architecture like 80-real or 120") for item in items]
+    _distinct(items, archs)
+    numbered = [(item, arch, int(re.match(r"\d+", arch).group())) for item, arch in zip(items, archs) if arch]
+    for (_, before, low), (item, arch, high) in zip(numbered, numbered[1:]):
+        if high < low:
+            item.report(f"{arch!r} comes after {before!r}; list architectures from the lowest up")
+    return tuple(arch for arch in archs if arch is not None)
+
+
+def _cuda_versions(node: Node, cuda_platforms: set[str]) -> tuple[CudaVersion, ...]:
     versions = []
     for version, entry in node.entries().items():
-        Node(version, entry.file, entry.key).text(r"\d+\.\d+", "a CUDA version like 12.9")
+        if not re.fullmatch(r"\d+\.\d+", version):
+            entry.report(f"{version!r} is not a CUDA version like 12.9")
         arch_lists = entry.mapping({"architectures"})["architectures"]
         by_platform = arch_lists.entries()
-        for platform in cuda_platforms:
-            if platform.name not in by_platform:
-                raise arch_lists.fail(f"no architecture list for CUDA platform {platform.name}")
+        for platform in sorted(cuda_platforms - set(by_platform)) if by_platform else ():
+            arch_lists.report(f"no architecture list for CUDA platform {platform}")
         architectures = {}
         for platform_name, archs in by_platform.items():
-            if platform_name not in {p.name for p in cuda_platforms}:
-                raise archs.fail("not a CUDA platform of this feedstock")
-            architectures[platform_name] = tuple(
-                item.text(CUDA_ARCH, "a CUDA architecture like 80-real or 120") for item in archs.items()
-            )
+            if platform_name not in cuda_platforms:
+                archs.report("not a CUDA platform of this feedstock")
+            architectures[platform_name] = _architectures(archs)
         versions.append(CudaVersion(version, architectures))
     return tuple(versions)
 
@@ -189,118 +224,171 @@ def _license(node: Node, platform_names: set[str]) -> License:
     for item in fields["vendored"].items():
         optional = {"file", "outputs", "platforms"}
         entry = item.mapping({"dep", "spdx", *optional}, optional=optional)
-        outputs: tuple[str, ...] = OUTPUT_KEYS
+        outputs: tuple[str | None, ...] = OUTPUT_KEYS
         if "outputs" in entry:
-            outputs = tuple(o.choice(OUTPUT_KEYS) for o in entry["outputs"].items())
-        platforms = None
+            output_items = entry["outputs"].items()
+            outputs = tuple(o.choice(OUTPUT_KEYS) for o in output_items)
+            _distinct(output_items, list(outputs))
+        platforms: tuple[str | None, ...] | None = None
         if "platforms" in entry:
-            platforms = tuple(p.text() for p in entry["platforms"].items())
-            for name, p in zip(platforms, entry["platforms"].items()):
-                if name not in platform_names:
-                    raise p.fail(f"{name!r} is not one of this feedstock's platforms")
+            platform_items = entry["platforms"].items()
+            platforms = tuple(p.choice(tuple(sorted(platform_names))) for p in platform_items)
+            _distinct(platform_items, list(platforms))
         vendored.append(Vendored(
             dep=entry["dep"].text(r"[\w-]+", "a dependency name"),
             spdx=entry["spdx"].text(SPDX_ID, "an SPDX licence identifier"),
-            file=entry["file"].text(r"[\w./-]+", "a relative path") if "file" in entry else None,
+            file=_relative_path(entry["file"], "the dependency's source tree") if "file" in entry else None,
             outputs=outputs,
             platforms=platforms,
         ))
+    file_items = fields["files"].items()
+    files = [_relative_path(item, "the source tree") for item in file_items]
+    _distinct(file_items, files)
     return License(
         spdx=fields["spdx"].text(SPDX_ID, "an SPDX licence identifier"),
-        files=tuple(item.text() for item in fields["files"].items()),
+        files=tuple(files),
         vendored=tuple(vendored),
     )
 
 
-def _runners(node: Node, platforms: tuple[Platform, ...]) -> dict[str, str]:
+def _runners(node: Node, platforms: tuple[Platform, ...]) -> dict[str, str | None]:
     build_systems = {p.build_platform.split("-")[0] for p in platforms}
     runners = {}
     for system, label in node.entries().items():
         if system not in build_systems:
-            raise label.fail(f"no platform of this feedstock builds on {system} (they build on "
-                             f"{', '.join(sorted(build_systems))})")
+            label.report(f"no platform of this feedstock builds on {system} (they build on "
+                         f"{', '.join(sorted(build_systems))})")
+            continue
         runners[system] = label.text(r"[\w.-]+", "a GitHub Actions runner label")
     return runners
 
 
-def load_config(root: Path) -> Config:
-    top = Node(load_yaml(root / CONFIG, CONFIG), CONFIG, "")
-    fields = top.mapping(set(TOP_KEYS))
-    about = fields["about"].mapping({"homepage", "repository", "documentation"})
-    source = fields["source"].mapping({"url", "seed", "patches"})
-    seed = source["seed"].mapping({"version", "sha256"})
-    url = source["url"].text()
-    if "{version}" not in url:
-        raise source["url"].fail("must contain {version}, where the recipe puts ${{ version }}")
-    cudnn = fields["cudnn"].mapping({"major", "as"})
-    python = fields["python"].mapping({"minimum", "maximum", "requirements"}, optional={"maximum"})
-    python_minimum = python["minimum"].text(r"3\.\d+", "a Python version like 3.11")
-    if _version_tuple(python_minimum) < ORT_PYTHON_FLOOR:
-        raise python["minimum"].fail(
-            f"{python_minimum} is below ONNX Runtime's Python floor {'.'.join(map(str, ORT_PYTHON_FLOOR))}"
-        )
-    python_maximum = python["maximum"].text(r"3\.\d+", "a Python version like 3.14") if "maximum" in python else None
-    outputs = fields["outputs"].mapping(set(OUTPUT_KEYS))
-    plugin = _output(outputs["plugin"], frozenset({"ep_name", "library"}))
+def _source_url(node: Node) -> str | None:
+    url = node.text(HTTPS_URL, "an https URL")
+    if url is not None and "{version}" not in url:
+        node.report("must contain {version}, where the recipe puts ${{ version }}")
+    return url
+
+
+def _patches(node: Node, root: Path) -> tuple[str | None, ...]:
+    items = node.items(allow_empty=True)
+    patches = [_relative_path(item, f"{PATCH_DIR}/") for item in items]
+    for item, patch in zip(items, patches):
+        if patch is not None and not (root / PATCH_DIR / patch).is_file():
+            item.report(f"{PATCH_DIR}/{patch} does not exist")
+    _distinct(items, patches)
+    return tuple(patches)
+
+
+def _python(node: Node) -> tuple[str | None, str | None, tuple[str | None, ...]]:
+    python = node.mapping({"minimum", "maximum", "requirements"}, optional={"maximum"})
+    minimum = python["minimum"].text(PYTHON_VERSION, "a Python version like 3.11")
+    if minimum is not None and _version_tuple(minimum) < ORT_PYTHON_FLOOR:
+        python["minimum"].report(
+            f"{minimum} is below ONNX Runtime's Python floor {'.'.join(map(str, ORT_PYTHON_FLOOR))}")
+    maximum = python["maximum"].text(PYTHON_VERSION, "a Python version like 3.14") if "maximum" in python else None
+    if minimum is not None and maximum is not None and _version_tuple(maximum) < _version_tuple(minimum):
+        python["maximum"].report(f"{maximum} is below python.minimum {minimum}")
+    requirements = tuple(item.text(r"[a-z0-9][a-z0-9._-]*( [<>=!~]\S*)?", "a conda package spec like numpy >=1.21")
+                         for item in python["requirements"].items())
+    return minimum, maximum, requirements
+
+
+def _outputs(node: Node) -> tuple[Plugin, Output, Output]:
+    outputs = node.mapping(set(OUTPUT_KEYS))
+    plugin = outputs["plugin"].mapping({"name", "summary", "ep_name", "library"})
     library = plugin["library"].mapping({"unix", "win"})
-    platforms = _platforms(fields["platforms"])
-    cuda_keys = {"nvcc_threads", "nvcc_gb_per_thread", "build_jobs", "versions"}
-    cuda = fields["cuda"].mapping(cuda_keys)
-    cuda_platforms = tuple(p for p in platforms if p.cuda)
+    cpp = outputs["cpp"].mapping({"name", "summary"})
+    python = outputs["python"].mapping({"name", "summary"})
+    name_nodes = [plugin["name"], cpp["name"], python["name"]]
+    names = [n.text(PACKAGE_NAME, "a conda package name") for n in name_nodes]
+    _distinct(name_nodes, names)
+    summaries = [fields["summary"].text(ONE_LINE, "a one-line summary") for fields in (plugin, cpp, python)]
+    return (
+        Plugin(
+            name=names[0], summary=summaries[0],
+            ep_name=plugin["ep_name"].text(r"[A-Za-z][A-Za-z0-9_]*", "an EP name like CUDAExecutionProvider"),
+            library_unix=library["unix"].text(r"lib/[\w.-]+", "a path under lib/"),
+            library_win=library["win"].text(r"Library/bin/[\w.-]+\.dll", "a DLL under Library/bin/"),
+        ),
+        Output(names[1], summaries[1]),
+        Output(names[2], summaries[2]),
+    )
+
+
+def load_config(root: Path) -> Config:
+    problems: list[Problem] = []
+    top = Node(load_yaml(root / CONFIG, CONFIG, problems), CONFIG, "", problems)
+    fields = top.mapping(set(TOP_KEYS))
     feedstock = fields["feedstock"].mapping({"name", "summary"})
-    return Config(
-        feedstock_name=feedstock["name"].text(r"[a-z0-9][a-z0-9._-]*", "a conda package name"),
-        summary=feedstock["summary"].text(),
-        homepage=about["homepage"].text(r"https://\S+", "an https URL"),
-        repository=about["repository"].text(r"https://\S+", "an https URL"),
-        documentation=about["documentation"].text(r"https://\S+", "an https URL"),
+    about = fields["about"].mapping({"homepage", "repository", "documentation"})
+    source = fields["source"].mapping({"url", "patches"})
+    cudnn = fields["cudnn"].mapping({"major", "as"})
+    cuda = fields["cuda"].mapping({"nvcc_threads", "nvcc_gb_per_thread", "build_jobs", "versions"})
+    platforms = _platforms(fields["platforms"])
+    maintainer_items = fields["maintainers"].items()
+    maintainers = [item.text(r"[A-Za-z0-9][A-Za-z0-9-]*", "a GitHub handle") for item in maintainer_items]
+    # GitHub handles are case-insensitive: two spellings are one person
+    _distinct(maintainer_items, maintainers, ignore_case=True)
+    python_minimum, python_maximum, python_requirements = _python(fields["python"])
+    plugin, cpp, python_package = _outputs(fields["outputs"])
+    config = Config(
+        feedstock_name=feedstock["name"].text(PACKAGE_NAME, "a conda package name"),
+        summary=feedstock["summary"].text(ONE_LINE, "a one-line summary"),
+        homepage=about["homepage"].text(HTTPS_URL, "an https URL"),
+        repository=about["repository"].text(HTTPS_URL, "an https URL"),
+        documentation=about["documentation"].text(HTTPS_URL, "an https URL"),
         license=_license(fields["license"], {p.name for p in platforms}),
-        maintainers=tuple(item.text(r"[A-Za-z0-9][A-Za-z0-9-]*", "a GitHub handle") for item in fields["maintainers"].items()),
-        source_url=url,
-        seed_version=seed["version"].text(VERSION, "a version like 1.30.0"),
-        seed_sha256=seed["sha256"].text(SHA256, "64 lowercase hex digits"),
-        patches=tuple(item.text(r"[\w./-]+\.patch", "a patch file name") for item in source["patches"].items(allow_empty=True)),
+        maintainers=tuple(maintainers),
+        source_url=_source_url(source["url"]),
+        patches=_patches(source["patches"], root),
         min_core_version=fields["min_core_version"].text(VERSION, "a version like 1.24.4"),
         cudnn_major=cudnn["major"].text(r"\d+", "a major version like 9"),
         cudnn_as=cudnn["as"].choice(("run", "constraint")),
         python_minimum=python_minimum,
         python_maximum=python_maximum,
-        python_requirements=tuple(
-            item.text(r"[a-z0-9][a-z0-9._-]*( [<>=!~]\S*)?", "a conda package spec like numpy >=1.21")
-            for item in python["requirements"].items()
-        ),
-        plugin=Plugin(
-            name=plugin["name"].text(), summary=plugin["summary"].text(), ep_name=plugin["ep_name"].text(),
-            library_unix=library["unix"].text(r"lib/[\w.-]+", "a path under lib/"),
-            library_win=library["win"].text(r"Library/bin/[\w.-]+\.dll", "a DLL under Library/bin/"),
-        ),
-        cpp=Output(**{k: v.text() for k, v in _output(outputs["cpp"]).items()}),
-        python_package=Output(**{k: v.text() for k, v in _output(outputs["python"]).items()}),
+        python_requirements=python_requirements,
+        plugin=plugin,
+        cpp=cpp,
+        python_package=python_package,
         platforms=platforms,
-        cuda_versions=_cuda_versions(cuda["versions"], cuda_platforms),
+        cuda_versions=_cuda_versions(cuda["versions"], {p.name for p in platforms if p.cuda}),
         nvcc_threads=cuda["nvcc_threads"].integer(1, 64),
         nvcc_gb_per_thread=cuda["nvcc_gb_per_thread"].integer(1, 64),
         cuda_build_jobs=cuda["build_jobs"].integer(1, 256),
         runners=_runners(fields["runners"], platforms),
     )
+    if problems:
+        raise InputError.of(problems)
+    return config
 
 
-def load_bot_fields(root: Path, config: Config) -> BotFields:
-    """The bot-owned values from the committed recipe, or the config's seed for a first render."""
-    path = root / RECIPE
-    if not path.exists():
-        return BotFields(config.seed_version, config.seed_sha256, 0)
-    top = Node(load_yaml(path, RECIPE), RECIPE, "")
-    if not isinstance(top.value, dict):
-        raise top.fail("expected a mapping")
+def load_bot_fields(root: Path) -> BotFields:
+    """The bot-owned values from the committed recipe, which is where a release changes them."""
+    if not (root / RECIPE).exists():
+        raise InputError(RECIPE, "(file)", "not found; it holds context.version, source.sha256 and build.number, "
+                                           "which a render keeps: restore it with `git checkout -- recipe/recipe.yaml`")
+    problems: list[Problem] = []
+    top = Node(load_yaml(root / RECIPE, RECIPE, problems), RECIPE, "", problems)
+    version = top.child("context").child("version").text(VERSION, "a version like 1.30.0")
+    sha256 = top.child("source").child("sha256").text(SHA256, "64 lowercase hex digits")
+    number = top.child("build").child("number").integer(0, 10_000)
+    if problems:
+        raise InputError.of(problems)
+    return BotFields(version, sha256, number)
+
+
+def load(root: Path) -> tuple[Config, BotFields]:
+    """The config and the bot's fields, with the problems of both files reported together."""
+    problems: list[Problem] = []
     try:
-        version = Node(top.value["context"]["version"], RECIPE, "context.version")
-        sha256 = Node(top.value["source"]["sha256"], RECIPE, "source.sha256")
-        number = Node(top.value["build"]["number"], RECIPE, "build.number")
-    except (KeyError, TypeError) as exc:
-        raise InputError(RECIPE, str(exc).strip("'"), "missing; restore it or delete the file to re-seed") from None
-    return BotFields(
-        version=version.text(VERSION, "a version like 1.30.0"),
-        sha256=sha256.text(SHA256, "64 lowercase hex digits"),
-        number=number.integer(0, 10_000),
-    )
+        config = load_config(root)
+    except InputError as exc:
+        problems += exc.problems
+    try:
+        bot = load_bot_fields(root)
+    except InputError as exc:
+        problems += exc.problems
+    if problems:
+        raise InputError.of(problems)
+    return config, bot

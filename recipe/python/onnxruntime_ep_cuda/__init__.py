@@ -22,8 +22,6 @@ from onnxruntime_ep_cuda._manifest import (
 
 __all__ = ["ManifestError", "PluginNotInstalledError", "get_ep_name", "get_ep_names", "get_library_path"]
 
-PACKAGE = "onnxruntime-ep-cuda"
-
 
 class PluginNotInstalledError(ManifestError):
     """The conda package `onnxruntime-ep-cuda` is not installed in this environment."""
@@ -49,11 +47,21 @@ def _prefix() -> str:
     return prefix_of(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _package() -> str:
+    """The plugin's conda package, from the copy of its manifest that ships with this module."""
+    import json  # noqa: PLC0415 - not at the top: only a helper call pays for it
+
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "plugin_manifest.json"), encoding="utf-8") as f:
+        package: str = json.load(f)["package"]
+    return package
+
+
 def _installed_manifest(prefix: str) -> PluginManifest:
-    path = os.path.join(manifest_dir(prefix), f"{PACKAGE}.json")
+    package = _package()
+    path = os.path.join(manifest_dir(prefix), f"{package}.json")
     if not os.path.isfile(path):
         raise PluginNotInstalledError(
             path,
-            f"not found: the CUDA plugin EP is not installed in {prefix}; install it with `conda install {PACKAGE}`",
+            f"not found: the CUDA plugin EP is not installed in {prefix}; install it with `conda install {package}`",
         )
     return load_manifest(path)

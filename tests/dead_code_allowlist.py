@@ -1,0 +1,36 @@
+"""Names vulture cannot see being used, each with where the use is.
+
+vulture reads this file as code: every bare name below counts as used.
+"""
+
+# pytest reads a module's `pytestmark` to apply its marks to every test there.
+pytestmark  # noqa: B018
+
+# pytest passes fixtures to the tests that name them as parameters.
+floor_core  # noqa: B018
+
+# ONNX models built in the recipe's tests set the IR version their ONNX Runtime cores load.
+ir_version  # noqa: B018
+
+# Keys of the TypedDict that tests/support/ep_probe.py fills and the tests read by subscript.
+reload_warnings  # noqa: B018
+registration  # noqa: B018
+
+# Config fields read only by scripts/feedstock/templates/recipe.yaml.j2 (`config.<name>`).
+feedstock_name  # noqa: B018
+homepage  # noqa: B018
+repository  # noqa: B018
+documentation  # noqa: B018
+cudnn_major  # noqa: B018
+cudnn_as  # noqa: B018
+nvcc_threads  # noqa: B018
+nvcc_gb_per_thread  # noqa: B018
+cuda_build_jobs  # noqa: B018
+
+# requests' Response fields that tests/support/smithy_offline.py fills for conda-smithy to read.
+status_code  # noqa: B018
+_content  # noqa: B018
+
+# tests/support/smithy_offline.py's `send` replaces HTTPAdapter.send, so it takes that method's parameters.
+adapter  # noqa: B018
+kwargs  # noqa: B018

@@ -70,8 +70,10 @@ if not exist "%PLUGIN_LIBRARY%" (
     echo ERROR: the build left no %PLUGIN_LIBRARY%; did upstream change the plugin's OUTPUT_NAME in cmake/onnxruntime_providers_cuda_plugin.cmake? 1>&2
     exit 1
 )
-if not exist "%LIBRARY_BIN%" mkdir "%LIBRARY_BIN%" || exit 1
-copy /Y "%PLUGIN_LIBRARY%" "%LIBRARY_BIN%\" || exit 1
+@rem the recipe gives the path relative to the prefix with forward slashes
+set "INSTALLED_LIBRARY=%PREFIX%\%PLUGIN_INSTALL_PATH:/=\%"
+for %%f in ("%INSTALLED_LIBRARY%") do if not exist "%%~dpf" mkdir "%%~dpf" || exit 1
+copy /Y "%PLUGIN_LIBRARY%" "%INSTALLED_LIBRARY%" || exit 1
 @rem the manifest through which `import onnxruntime` registers the plugin (rendered by scripts/render.py)
 if not exist "%LIBRARY_PREFIX%\share\onnxruntime\ep-plugins" mkdir "%LIBRARY_PREFIX%\share\onnxruntime\ep-plugins" || exit 1
 copy /Y "%RECIPE_DIR%\ep-plugins\win\%PLUGIN_MANIFEST%" "%LIBRARY_PREFIX%\share\onnxruntime\ep-plugins\" || exit 1

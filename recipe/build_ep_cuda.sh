@@ -95,7 +95,8 @@ if [[ ! -f "${plugin_library}" ]]; then
         "(cmake/onnxruntime_providers_cuda_plugin.cmake)?" >&2
     exit 1
 fi
-mkdir -p "${PREFIX}/lib" "${PREFIX}/share/onnxruntime/ep-plugins"
-cp "${plugin_library}" "${PREFIX}/lib/"
+installed_library="${PREFIX}/${PLUGIN_INSTALL_PATH}"
+mkdir -p "$(dirname "${installed_library}")" "${PREFIX}/share/onnxruntime/ep-plugins"
+cp "${plugin_library}" "${installed_library}"
 # the manifest through which `import onnxruntime` registers the plugin (rendered by scripts/render.py)
 cp "${RECIPE_DIR}/ep-plugins/unix/${PLUGIN_MANIFEST}" "${PREFIX}/share/onnxruntime/ep-plugins/"

@@ -194,8 +194,15 @@ def plugin_build_env(tools: FakeTools, source: Path, prefix: Path, **overrides: 
         "CMAKE_ARGS": "-DCMAKE_INSTALL_PREFIX=/prefix -DCMAKE_INSTALL_LIBDIR=lib",
         "ORT_MIN_CORE_VERSION": MIN_CORE_VERSION, "CUDA_ARCHITECTURES": "75-real;80-real;121",
         "NVCC_THREADS": "2", "NVCC_GB_PER_THREAD": "1", "CUDA_BUILD_JOBS": "8",
-        "PLUGIN_MANIFEST": PLUGIN_SCRIPT_ENV["PLUGIN_MANIFEST"], **overrides,
+        "PLUGIN_MANIFEST": PLUGIN_SCRIPT_ENV["PLUGIN_MANIFEST"], "PLUGIN_INSTALL_PATH": plugin_install_path("unix"),
+        **overrides,
     })
+
+
+def plugin_install_path(family: str) -> str:
+    """Where the plugin's manifest says the library is, relative to the prefix."""
+    manifest = json.loads((RECIPE / "ep-plugins" / family / PLUGIN_SCRIPT_ENV["PLUGIN_MANIFEST"]).read_text())
+    return manifest["library"]
 
 
 def leave_plugin_library(source: Path) -> Path:
@@ -356,9 +363,22 @@ def test_plugin_build_installs_the_library_and_its_manifest(tmp_path, source_tre
     result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, prefix))
 
     assert result.returncode == 0, result.stderr
-    assert (prefix / "lib" / library.name).read_bytes() == library.read_bytes()
+    assert (prefix / plugin_install_path("unix")).read_bytes() == library.read_bytes()
     manifest = prefix / "share" / "onnxruntime" / "ep-plugins" / "onnxruntime-ep-cuda.json"
     assert manifest.read_text() == (RECIPE / "ep-plugins" / "unix" / "onnxruntime-ep-cuda.json").read_text()
+
+
+def test_plugin_build_installs_the_library_where_the_recipe_says(tmp_path, source_tree):
+    library = leave_plugin_library(source_tree)
+    prefix = tmp_path / "prefix"
+    tools = FakeTools(tmp_path, "cmake")
+
+    env = plugin_build_env(tools, source_tree, prefix, PLUGIN_INSTALL_PATH="lib/onnxruntime/plugins/cuda.so")
+    result = bash(RECIPE / "build_ep_cuda.sh", env)
+
+    assert result.returncode == 0, result.stderr
+    assert (prefix / "lib" / "onnxruntime" / "plugins" / "cuda.so").read_bytes() == library.read_bytes()
+    assert not (prefix / "lib" / library.name).exists()
 
 
 def test_plugin_build_fails_clearly_when_the_library_is_missing(tmp_path, source_tree):
@@ -806,6 +826,13 @@ def plugin_script_env(platform: str, cuda: str) -> dict[str, str]:
 
 def sm_numbers(architectures: str) -> list[int]:
     return [int(re.match(r"\d+", arch).group()) for arch in architectures.split(";")]
+
+
+@pytest.mark.parametrize(("platform", "cuda"), CUDA_CONFIGS, ids=lambda value: value)
+def test_plugin_script_installs_the_library_at_the_path_its_manifest_names(platform, cuda):
+    family = "win" if platform.startswith("win") else "unix"
+
+    assert plugin_script_env(platform, cuda)["PLUGIN_INSTALL_PATH"] == plugin_install_path(family)
 
 
 def test_windows_cuda_12_9_plugin_has_no_kernels_for_sm_100_or_newer():

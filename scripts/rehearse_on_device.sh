@@ -161,6 +161,9 @@ pack() {
     cp "${shared}"/upstream/onnxruntime-*-src.tar.zst "${shared}/upstream/cutlass-cudnn_frontend-trees.tar.zst" \
         "${shared}/upstream/SOURCES.yaml" "${dest}/sources/"
     (cd "${dest}/sources/debs" && apt-get download protobuf-compiler libprotoc32 libprotobuf32)
+    # that machine has no zstd to unpack the sources with
+    mkdir -p "${dest}/sources/tools"
+    (cd "${dest}/sources/tools" && apt-get download zstd)
     cp -r "${shared}/upstream/mirror/." "${dest}/mirror/"
 }
 
@@ -169,6 +172,10 @@ case "${1:-}" in
     stage) stage_folder "$2" ;;
     start)
         mkdir -p "${results}"
+        if ! command -v zstd; then
+            dpkg -x "${stage}"/sources/tools/zstd_*.deb "${top}/tools"
+            export PATH="${top}/tools/usr/bin:${PATH}"
+        fi
         setsid bash -c "source '${BASH_SOURCE[0]}' functions; rehearse_cpp; rehearse_plugin" \
             >"${results}/driver.log" 2>&1 </dev/null &
         ;;

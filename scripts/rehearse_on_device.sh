@@ -141,17 +141,17 @@ EOF
     echo "build_ep_cuda.sh: rc ${status}, $(( $(date +%s) - start )) s" >>"${results}/plugin-summary.txt"
 }
 
-# objects of the plugin target built so far, out of all it needs (ninja's own count of the graph)
+# compiles of the plugin's graph done so far, out of all it needs (ninja's own list of the target's commands)
 plugin_progress() {
     local tree="${top}/plugin/src/build-ep-cuda"
     [[ -f "${tree}/build.ninja" ]] || { echo "plugin: not configured yet"; return 0; }
-    local total remaining
-    total="$(ninja -C "${tree}" -t commands onnxruntime_providers_cuda_plugin | wc -l)"
-    remaining="$(ninja -C "${tree}" -n onnxruntime_providers_cuda_plugin | grep -c '^\[' || true)"
-    echo "plugin build steps done: $(( total - remaining )) of ${total}"
-    echo "of which nvcc compiles done: $(find "${tree}" -name '*.cu.o' | wc -l)" \
-        "of $(ninja -C "${tree}" -t commands onnxruntime_providers_cuda_plugin | grep -c 'nvcc' || true)"
-    grep -E '^FAILED:' "${results}/plugin-build.log" || true
+    local commands
+    commands="$(ninja -C "${tree}" -t commands onnxruntime_providers_cuda_plugin)"
+    echo "objects on disk: $(find "${tree}" -name '*.o' | wc -l)" \
+        "of $(grep -c -- ' -c ' <<<"${commands}") compiles in the plugin's graph"
+    echo "nvcc objects on disk: $(find "${tree}" -name '*.cu.o' | wc -l)" \
+        "of $(grep -c 'bin/nvcc' <<<"${commands}") nvcc compiles"
+    grep -A3 '^FAILED' "${results}/plugin-build.log" || echo "no failed step"
 }
 
 # here, before the calls: the sources in two folders that each fit one transfer

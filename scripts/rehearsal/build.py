@@ -28,9 +28,9 @@ BUILD_SECTION = "# --- build"
 # How ORT's own sources include each dependency its CMake fetches: an object that includes one needs it
 DEPENDENCY_INCLUDES = {
     "abseil_cpp": r"absl/", "protobuf": r"google/protobuf/", "onnx": r"onnx/", "re2": r"re2/",
-    "flatbuffers": r"flatbuffers/", "pytorch_cpuinfo": r"cpuinfo\.h", "date": r"date/",
+    "flatbuffers": r"(core/)?flatbuffers/", "pytorch_cpuinfo": r"cpuinfo\.h", "date": r"date/",
     "nlohmann_json": r"nlohmann/", "eigen3": r"(unsupported/)?Eigen/", "gsl": r"gsl/",
-    "safeint": r"(SafeInt\.hpp|core/common/safeint\.h)", "mp11": r"boost/mp11", "dlpack": r"dlpack/",
+    "safeint": r"(SafeInt\.hpp|core/common/safeint\.h)", "mp11": r"boost/mp11", "dlpack": r"(core/)?dlpack/",
     "pybind11": r"pybind11/",
 }
 # Fetched, but linked only into upstream's unit-test programs, which no output ships
@@ -71,6 +71,9 @@ class Report:
     link_line: str = ""
     sample: list[Sampled] = field(default_factory=list)
     not_rehearsed: list[str] = field(default_factory=list)
+    patched_sources: list[str] = field(default_factory=list)
+    # include folders of the graph's compiles that hold a header named like one of the C library's
+    shadowing_include_dirs: list[str] = field(default_factory=list)
 
 
 def _configure_section(script: str) -> str:
@@ -190,6 +193,8 @@ def choose_sample(output: str, src: Path, compiles: list[dict[str, str]]) -> lis
             break
         chosen.append(Sampled(best["output"], best["file"], "includes " + ", ".join(sorted(gained))))
         left -= gained
+    if left:
+        raise RehearsalError(f"no object of ORT's own that the build compiles includes {', '.join(sorted(left))}")
     return chosen
 
 
@@ -265,6 +270,16 @@ def check_licences(license_files: list[str], src: Path, build_dir: str,
     return missing, unlisted, deps
 
 
+# C library headers that its own headers include by name (glibc's <sys/types.h> includes <endian.h>)
+C_LIBRARY_HEADERS = ("endian.h", "features.h", "limits.h", "stdlib.h", "string.h", "time.h", "math.h")
+
+
+def shadowing_include_dirs(compiles: list[dict[str, str]]) -> list[str]:
+    """`-I` folders that hold a header of the C library's name: it would be found before the C library's."""
+    folders = {folder for entry in compiles for folder in re.findall(r"(?:^|\s)-I(\S+)", entry["command"])}
+    return sorted(f for f in folders if any((Path(f) / header).is_file() for header in C_LIBRARY_HEADERS))
+
+
 def nvcc_targets(commands: list[str]) -> tuple[list[str], list[str]]:
     """SASS (code=sm_*) and PTX (code=compute_*) of the graph's nvcc compiles."""
     sass, ptx = set(), set()
@@ -298,6 +313,14 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
     tarball = next((shared / "upstream").glob("onnxruntime-*-src.tar.zst"))
     subprocess.run(f"zstd -dc {shlex.quote(str(tarball))} | tar -x --strip-components=1 -C {shlex.quote(str(src))}",
                    shell=True, check=True)
+    # rattler-build applies the source's patches before any script runs
+    patched: dict[str, str] = {}
+    for source in rendered.get("source") or []:
+        for patch in source.get("patches") or []:
+            subprocess.run(["patch", "-p1", "-i", str(recipe_dir / patch)], cwd=src, check=True, stdout=subprocess.DEVNULL)
+            for changed in re.findall(r"^\+\+\+ b/(\S+)", (recipe_dir / patch).read_text(), re.MULTILINE):
+                patched[str(src / changed)] = patch
+    report.patched_sources = sorted(patched)
     requirements = {k: [str(s) for s in v] for k, v in rendered["requirements"].items() if k in ("build", "host")}
     cuda = variant.get("cuda_compiler_version")
     prefixes = lay_out(requirements, None if cuda in (None, "None") else cuda, workdir, cache)
@@ -320,7 +343,7 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
     license_files = [f for f in rendered["about"].get("license_file", [])]
     if not report.configure_ok:
         errors = [line.strip() for line in text.splitlines()
-                  if re.search(r"CMake Error|fatal error|error:|^ERROR", line)]
+                  if re.search(r"CMake Error|fatal|error:|^ERROR", line)]
         # CMake's "CMake Error at <file>" is followed by the message itself
         errors.sort(key=lambda line: line.startswith("CMake Error"))
         report.configure_error = errors[0] if errors else f"exit {configure.returncode}"
@@ -337,9 +360,12 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
         report.licence_files_missing, report.dependencies_without_licence, report.fetched_dependencies = \
             check_licences(license_files, src, build_dir, without_file)
         report.nvcc_sass, report.nvcc_ptx = nvcc_targets(commands)
+        report.shadowing_include_dirs = shadowing_include_dirs(compiles)
         report.link_line = plugin_link_line(build, commands)
         if sample:
             report.sample = choose_sample(output, src.resolve(), compiles)
+            report.sample += [Sampled(e["output"], e["file"], f"changed by {patched[e['file']]}")
+                              for e in compiles if e["file"] in patched]
             compile_sample(build, report.sample, compiles, workdir / "sample.log")
     (workdir / "report.json").write_text(json.dumps(asdict(report), indent=1) + "\n")
     (workdir / "report.txt").write_text(summary(report))
@@ -353,6 +379,7 @@ def summary(report: Report) -> str:
              f"build graph of {', '.join(report.build_targets)}: {report.graph_steps} steps, {report.graph_compiles} compiles (graph.txt)",
              f"licence files listed but missing: {', '.join(report.licence_files_missing) or 'none'}",
              f"fetched dependencies without a listed licence: {', '.join(report.dependencies_without_licence) or 'none'}"]
+    lines.append(f"include folders shadowing the C library's headers: {', '.join(report.shadowing_include_dirs) or 'none'}")
     if report.nvcc_sass or report.nvcc_ptx:
         lines.append(f"nvcc SASS: {' '.join(report.nvcc_sass)}; PTX: {' '.join(report.nvcc_ptx) or 'none'}")
     lines.append("SAMPLED, NOT BUILT: these objects of the graph were compiled; the rest were not:")

@@ -101,7 +101,9 @@ def _environment(report: Report, prefixes: Prefixes, rendered: dict[str, Any], s
         "BUILD_PREFIX": str(build), "PKG_NAME": report.output,
         "PKG_VERSION": str(rendered["package"]["version"]), "PKG_BUILDNUM": str(rendered["build"]["number"]),
         "CPU_COUNT": str(os.cpu_count() or 1), "target_platform": "linux-64", "build_platform": "linux-64",
-        # conda-forge's gcc activation flags (conda-forge/ctng-compiler-activation-feedstock, linux-64)
+        # conda-forge's linux-64 gcc activation flags (conda-forge/ctng-compiler-activation-feedstock
+        # recipe/conda_build_config.yaml @ b5e6108, FINAL_*FLAGS; its -std=c++17 left out, as CMake passes
+        # the standard), with the prefix paths its activation script adds
         "CFLAGS": f"-march=nocona -mtune=haswell -ftree-vectorize -fPIC -fstack-protector-strong -fno-plt -O2 -ffunction-sections -pipe -isystem {host}/include",
         "CXXFLAGS": f"-fvisibility-inlines-hidden -fmessage-length=0 -march=nocona -mtune=haswell -ftree-vectorize -fPIC -fstack-protector-strong -fno-plt -O2 -ffunction-sections -pipe -isystem {host}/include",
         "LDFLAGS": f"-Wl,-O2 -Wl,--sort-common -Wl,--as-needed -Wl,-z,relro -Wl,-z,now -Wl,--disable-new-dtags -Wl,--gc-sections -Wl,--allow-shlib-undefined -Wl,-rpath,{host}/lib -Wl,-rpath-link,{host}/lib -L{host}/lib",
@@ -212,6 +214,7 @@ def _one_architecture(command: str) -> list[str]:
 
 
 def _order_deps(build: Path, output: str) -> list[str]:
+    """A compile's implicit and order-only inputs (generated headers and the like), built before it."""
     query = _ninja(build, "-t", "query", output)
     inputs = query.split("input:", 1)[1].split("outputs:", 1)[0].splitlines()[1:]
     return [line.strip().lstrip("|").strip() for line in inputs if line.strip().startswith("|")]

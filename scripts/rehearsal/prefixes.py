@@ -72,6 +72,7 @@ def _unpacked_wheel(wheel: Path, cache: Path) -> Path:
         shutil.rmtree(partial, ignore_errors=True)
         with zipfile.ZipFile(wheel) as archive:
             archive.extractall(partial)
+        # zipfile drops the executable bit that nvcc, ptxas, cicc and the libraries need
         for member in partial.rglob("*"):
             if member.is_file() and ("/bin/" in str(member) or member.suffix == "" or ".so" in member.name):
                 member.chmod(0o755)

@@ -206,3 +206,30 @@ def test_a_cpp_build_without_the_endian_patch_puts_orts_endian_h_before_the_c_li
     subprocess.run([sys.executable, str(feedstock / "scripts" / "render.py")], check=True, capture_output=True)
     report, _ = rehearse(CPP, feedstock, "--no-sample")
     assert any(folder.endswith("include/onnxruntime/core/common") for folder in report["shadowing_include_dirs"])
+
+
+# --- the stand-ins
+
+def test_the_prefixes_hold_exactly_the_packages_the_recipe_asks_for(rehearsal: tuple[str, dict, Path]) -> None:
+    from support.rattler_render import render
+
+    output, report, _ = rehearsal
+    lists = yaml.safe_load(next(p for p in sorted((REPO / ".ci_support").glob("linux_64_*.yaml"))
+                                if f"cuda_compiler_version{report['variant']['cuda_compiler_version']}" in p.name).read_text())
+    lists["python"] = [v for v in lists.get("python", []) if v == report["variant"].get("python")] or lists.get("python", [])[:1]
+    (rendered,) = [r for r in render(REPO / "recipe" / "recipe.yaml", lists, "linux-64", "linux-64") if r.name == output]
+    asked = {section: [spec.split()[0] for spec in rendered.recipe["requirements"].get(section, [])]
+             for section in ("build", "host")}
+    assert report["standins"] == {k: v for k, v in asked.items() if v}, output
+
+
+def test_a_package_without_a_stand_in_is_refused_naming_the_table_and_the_package(feedstock: Path) -> None:
+    recipe = feedstock / "recipe" / "recipe.yaml"
+    text = recipe.read_text()
+    assert "        - libcufft-dev\n" in text
+    recipe.write_text(text.replace("        - libcufft-dev\n", "        - libcufft-dev\n        - libnvjpeg-dev\n", 1))
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse.py"), PLUGIN, "--cuda", "13.0",
+                           "--workdir", str(feedstock / "rehearsal"), "--feedstock", str(feedstock),
+                           "--shared", str(SHARED), "--cache", str(CACHE)], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "standins.yaml" in done.stderr and "libnvjpeg-dev" in done.stderr

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from conftest import REPO, SHARED
+from support.rattler_render import render
 
 UPSTREAM = SHARED / "upstream"
 CACHE = REPO / ".cache" / "rehearsal"
@@ -211,8 +212,6 @@ def test_a_cpp_build_without_the_endian_patch_puts_orts_endian_h_before_the_c_li
 # --- the stand-ins
 
 def test_the_prefixes_hold_exactly_the_packages_the_recipe_asks_for(rehearsal: tuple[str, dict, Path]) -> None:
-    from support.rattler_render import render
-
     output, report, _ = rehearsal
     lists = yaml.safe_load(next(p for p in sorted((REPO / ".ci_support").glob("linux_64_*.yaml"))
                                 if f"cuda_compiler_version{report['variant']['cuda_compiler_version']}" in p.name).read_text())

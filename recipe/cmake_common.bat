@@ -7,8 +7,6 @@ set "ORT_COMMON_CMAKE_ARGS=--compile-no-warning-as-error"
 set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -DCMAKE_BUILD_TYPE=Release"
 @rem one standard for ORT and the dependencies it vendors: abseil picks ABI-relevant types per standard
 set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -DCMAKE_CXX_STANDARD=20"
-@rem keep Eigen's LGPL-licensed parts out of the build, so the vendored Eigen is MPL-2.0 only
-set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -DEIGEN_MPL2_ONLY=ON"
 @rem the generated flatbuffers headers ship in the source; flatc would only regenerate them
 set "ORT_COMMON_CMAKE_ARGS=%ORT_COMMON_CMAKE_ARGS% -DFLATBUFFERS_BUILD_FLATC=OFF"
 @rem no usage reports to Microsoft

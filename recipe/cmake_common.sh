@@ -17,8 +17,6 @@ ort_common_cmake_args=(
     -DCMAKE_BUILD_TYPE=Release
     # one standard for ORT and the dependencies it vendors: abseil picks ABI-relevant types per standard
     -DCMAKE_CXX_STANDARD=20
-    # keep Eigen's LGPL-licensed parts out of the build, so the vendored Eigen is MPL-2.0 only
-    -DEIGEN_MPL2_ONLY=ON
     # the generated flatbuffers headers ship in the source; flatc would only regenerate them
     -DFLATBUFFERS_BUILD_FLATC=OFF
     # no usage reports to Microsoft; ON also fetches the 1DS SDK and a static curl on unix

@@ -293,7 +293,6 @@ def test_plugin_build_configures_the_plugin_alone(tmp_path, source_tree):
         f"-Donnxruntime_CUDNN_HOME={tmp_path}/prefix",
         f"-DCUDAToolkit_ROOT={tmp_path}/prefix/targets/x86_64-linux",
         "-DONNX_CUSTOM_PROTOC_EXECUTABLE=/build-prefix/bin/protoc",
-        "-DEIGEN_MPL2_ONLY=ON",
         "-DFLATBUFFERS_BUILD_FLATC=OFF",
         "-DCMAKE_CXX_STANDARD=20",
         "-Donnxruntime_DISABLE_RTTI=OFF",

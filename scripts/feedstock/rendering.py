@@ -74,6 +74,15 @@ def output_license(config: Config, output: str) -> tuple[str, list[tuple[str | N
     return expression, files
 
 
+def ort_cuda_architectures(archs: tuple[str, ...]) -> str:
+    """The config's list as ORT's CMAKE_CUDA_ARCHITECTURES: a bare entry means SASS and PTX.
+
+    ORT (cmake/external/cuda_configuration.cmake, setup_cuda_architectures) compiles a bare `NNN` like
+    `NNN-real`, as SASS only; PTX is embedded only for an `NNN-virtual`, so a bare entry gets both.
+    """
+    return ";".join(f"{a}-real;{a}-virtual" if a.isdigit() else a for a in archs)
+
+
 def cuda_architectures_expression(config: Config) -> str:
     """A rattler-build expression choosing the architecture list by CUDA version and platform."""
     branches = []
@@ -87,7 +96,7 @@ def cuda_architectures_expression(config: Config) -> str:
             only_some = _platform_condition(tuple(platforms)) if len(platforms) < len(all_cuda) else None
             if only_some:
                 condition += " and " + only_some
-            branches.append(f'"{";".join(archs)}" if {condition}')
+            branches.append(f'"{ort_cuda_architectures(archs)}" if {condition}')
     return " else ".join(branches) + ' else ""'
 
 

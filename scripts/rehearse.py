@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Rehearse one output's build script against ONNX Runtime's real source (linux-64).
+
+    python3 scripts/rehearse.py onnxruntime-cpp --workdir DIR
+    python3 scripts/rehearse.py onnxruntime --python 3.11 --workdir DIR
+    python3 scripts/rehearse.py onnxruntime-ep-cuda --cuda 13.0 --workdir DIR
+
+The recipe is evaluated by rattler-build's engine for the linux-64 variant in .ci_support/; its build
+and host requirements are laid out from the stand-ins in scripts/rehearsal/standins.yaml; the build
+script then runs up to its build step and a sample of the build graph is compiled (see
+scripts/rehearsal/build.py). DIR ends up with the source, the build tree and report.txt/report.json.
+Exit 0 when configure and every sampled compile succeeded, 1 when not, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bootstrap  # noqa: E402
+
+bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt", ("yaml", "rattler_build"))
+
+import yaml  # noqa: E402
+from rattler_build import Stage0Recipe, VariantConfig  # noqa: E402
+from rattler_build.render import RenderConfig  # noqa: E402
+from rattler_build.tool_config import PlatformConfig  # noqa: E402
+
+from rehearsal.build import BUILD_SCRIPTS, rehearse  # noqa: E402
+from rehearsal.prefixes import RehearsalError  # noqa: E402
+
+PLATFORM = "linux-64"
+
+
+def variant_lists(feedstock: Path, cuda: str | None, python: str | None) -> dict:
+    """The linux-64 .ci_support file for this CUDA version (None: the CPU one), one Python kept."""
+    wanted = f"cuda_compiler_version{cuda or 'None'}"
+    files = [f for f in sorted((feedstock / ".ci_support").glob("linux_64_*.yaml")) if wanted in f.name]
+    if len(files) != 1:
+        raise RehearsalError(f"{feedstock / '.ci_support'}: {len(files)} linux-64 files for CUDA {cuda or 'None'}, expected one")
+    lists = yaml.safe_load(files[0].read_text())
+    if python is not None:
+        kept = [p for p in lists.get("python", []) if str(p).startswith(f"{python}.")]
+        if not kept:
+            raise RehearsalError(f"{files[0]}: python {python} is not among {lists.get('python')}")
+        lists["python"] = kept
+    elif "python" in lists:
+        lists["python"] = lists["python"][:1]
+    return lists
+
+
+def evaluate(feedstock: Path, output: str, cuda: str | None, python: str | None) -> tuple[dict, dict]:
+    lists = variant_lists(feedstock, cuda, python)
+    with tempfile.TemporaryDirectory() as scratch:
+        variant_file = Path(scratch, "variants.yaml")
+        variant_file.write_text(yaml.safe_dump(lists))
+        config = VariantConfig.from_file(variant_file)
+    platform = PlatformConfig(target_platform=PLATFORM, build_platform=PLATFORM, host_platform=PLATFORM)
+    for variant in Stage0Recipe.from_file(feedstock / "recipe" / "recipe.yaml").render(config, RenderConfig(platform=platform)):
+        stage1 = variant.recipe.to_dict()
+        if stage1["package"]["name"] == output:
+            return stage1, {k: str(v) for k, v in variant.variant.items()}
+    raise RehearsalError(f"{feedstock / 'recipe' / 'recipe.yaml'}: {output} is not built for CUDA {cuda or 'None'} on {PLATFORM}")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("output", choices=sorted(BUILD_SCRIPTS))
+    parser.add_argument("--cuda", help="the CUDA version (the plugin only)")
+    parser.add_argument("--python", help="the Python version (the Python package only; default: the first)")
+    parser.add_argument("--workdir", required=True, type=Path)
+    parser.add_argument("--feedstock", type=Path, default=bootstrap.REPO, help="the feedstock to rehearse (default: this one)")
+    parser.add_argument("--shared", type=Path, default=bootstrap.REPO.parent / "shared",
+                        help="the folder whose upstream/ holds ORT's source and dependency mirror")
+    parser.add_argument("--cache", type=Path, default=bootstrap.REPO / ".cache" / "rehearsal",
+                        help="downloads kept between rehearsals")
+    parser.add_argument("--no-sample", action="store_true", help="configure and record the graph, compile nothing")
+    args = parser.parse_args(argv)
+    try:
+        if (args.output == "onnxruntime-ep-cuda") != (args.cuda is not None):
+            raise RehearsalError("--cuda is required for onnxruntime-ep-cuda and means nothing for the CPU outputs")
+        if not (args.shared / "upstream" / "mirror").is_dir():
+            raise RehearsalError(f"{args.shared / 'upstream'}: no ORT source and dependency mirror here")
+        rendered, variant = evaluate(args.feedstock.resolve(), args.output, args.cuda, args.python)
+        vendored = yaml.safe_load((args.feedstock / "config" / "feedstock.yaml").read_text())["license"]["vendored"]
+        without_file = {entry["dep"] for entry in vendored if not entry.get("file")}
+        report = rehearse(args.output, rendered, variant, args.feedstock.resolve() / "recipe", args.shared.resolve(),
+                          args.workdir.resolve(), args.cache.resolve(), without_file, sample=not args.no_sample)
+    except RehearsalError as error:
+        print(f"rehearse: {error}", file=sys.stderr)
+        return 2
+    print((args.workdir / "report.txt").read_text(), end="")
+    return 0 if report.configure_ok and all(s.ok for s in report.sample) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

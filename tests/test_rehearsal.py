@@ -1,0 +1,234 @@
+"""The recipe's build scripts rehearsed against ONNX Runtime's real source (scripts/rehearse.py).
+
+Each rehearsal configures for real and compiles a sample of the build graph (linux-64:
+onnxruntime-cpp, onnxruntime for one Python, onnxruntime-ep-cuda for CUDA 13.0; CUDA 12.9 has no
+nvcc on PyPI). A rehearsal's result is kept under .cache/rehearsal/runs/, keyed by everything it
+reads, so an unchanged feedstock is not rehearsed twice on one machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, SHARED
+from support.rattler_render import render
+
+UPSTREAM = SHARED / "upstream"
+CACHE = REPO / ".cache" / "rehearsal"
+CONFIG = yaml.safe_load((REPO / "config" / "feedstock.yaml").read_text())
+PLUGIN, CPP, PYTHON = "onnxruntime-ep-cuda", "onnxruntime-cpp", "onnxruntime"
+REHEARSED = {PLUGIN: ["--cuda", "13.0"], CPP: [], PYTHON: ["--python", "3.11"]}
+# the rehearsal's own code and data, which a cached result must have been made with
+REHEARSAL_CODE = [REPO / "scripts" / "rehearse.py",
+                  *sorted(p for p in (REPO / "scripts" / "rehearsal").iterdir() if p.suffix in (".py", ".yaml"))]
+
+pytestmark = pytest.mark.skipif(not (UPSTREAM / "mirror").is_dir(),
+                                reason=f"{UPSTREAM} (ORT's source and dependency mirror) is not beside the checkout")
+
+
+def _digest(feedstock: Path, args: list[str]) -> str:
+    digest = hashlib.sha256(" ".join(args).encode())
+    files = [*sorted((feedstock / "recipe").rglob("*")), feedstock / "config" / "feedstock.yaml",
+             *sorted((feedstock / ".ci_support").glob("linux_64_*.yaml")), *REHEARSAL_CODE]
+    for path in files:
+        if path.is_file() and "__pycache__" not in path.parts:
+            name = path.relative_to(feedstock if path.is_relative_to(feedstock) else REPO).as_posix()
+            digest.update(name.encode() + path.read_bytes())
+    for archive in sorted(UPSTREAM.glob("*.tar.zst")):
+        digest.update(f"{archive.name}:{archive.stat().st_size}".encode())
+    return digest.hexdigest()[:16]
+
+
+def rehearse(output: str, feedstock: Path = REPO, *extra: str) -> tuple[dict, Path]:
+    """The report and work folder of a rehearsal, run unless an identical one is cached."""
+    args = [output, *REHEARSED[output], *extra]
+    workdir = CACHE / "runs" / f"{output}-{_digest(feedstock, args)}"
+    report = workdir / "report.json"
+    if not report.exists():
+        shutil.rmtree(workdir, ignore_errors=True)
+        done = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse.py"), *args, "--workdir", str(workdir),
+                               "--feedstock", str(feedstock), "--shared", str(SHARED), "--cache", str(CACHE)],
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        assert report.exists(), f"rehearse.py exit {done.returncode}: {done.stderr[-3000:]}"
+    return json.loads(report.read_text()), workdir
+
+
+@pytest.fixture(scope="module", params=list(REHEARSED))
+def rehearsal(request: pytest.FixtureRequest) -> tuple[str, dict, Path]:
+    report, workdir = rehearse(request.param)
+    return request.param, report, workdir
+
+
+@pytest.fixture(scope="module")
+def plugin_rehearsal() -> dict:
+    return rehearse(PLUGIN)[0]
+
+
+# --- what every rehearsed output shows
+
+def test_configure_succeeds_with_the_recipes_flags(rehearsal: tuple[str, dict, Path]) -> None:
+    output, report, _ = rehearsal
+    assert report["configure_ok"], f"{output}: {report['configure_error']}"
+
+
+def test_cmake_reports_no_flag_unused(rehearsal: tuple[str, dict, Path]) -> None:
+    output, report, _ = rehearsal
+    assert report["configure_ok"] and report["unused_cmake_variables"] == [], output
+
+
+def test_every_listed_licence_file_is_in_the_build_tree(rehearsal: tuple[str, dict, Path]) -> None:
+    output, report, _ = rehearsal
+    assert report["configure_ok"] and report["licence_files_missing"] == [], output
+
+
+def test_every_fetched_dependency_has_its_licence_listed(rehearsal: tuple[str, dict, Path]) -> None:
+    output, report, _ = rehearsal
+    assert report["fetched_dependencies"], f"{output}: the build tree fetched nothing"
+    assert report["dependencies_without_licence"] == [], output
+
+
+def test_the_sampled_objects_compile(rehearsal: tuple[str, dict, Path]) -> None:
+    output, report, _ = rehearsal
+    assert report["sample"], f"{output}: nothing was sampled"
+    failed = [(s["object"], s["error"]) for s in report["sample"] if not s["ok"]]
+    assert not failed, f"{output}: {failed}"
+
+
+def test_the_report_calls_the_sample_a_sample_and_records_the_whole_graph(rehearsal: tuple[str, dict, Path]) -> None:
+    output, report, workdir = rehearsal
+    assert "SAMPLED, NOT BUILT" in (workdir / "report.txt").read_text()
+    assert len((workdir / "graph.txt").read_text().splitlines()) == report["graph_steps"] > len(report["sample"]), output
+
+
+def test_no_include_folder_shadows_the_c_librarys_headers(rehearsal: tuple[str, dict, Path]) -> None:
+    output, report, _ = rehearsal
+    assert report["configure_ok"] and report["shadowing_include_dirs"] == [], output
+
+
+def test_every_source_a_patch_changes_is_compiled_in_the_sample(rehearsal: tuple[str, dict, Path]) -> None:
+    output, report, _ = rehearsal
+    compiled = {s["source"] for s in report["sample"] if s["ok"]}
+    graph = {e["file"] for e in json.loads((Path(report["workdir"]) / "compile_commands.json").read_text())}
+    assert set(report["patched_sources"]) & graph <= compiled, output
+
+
+# --- the plugin
+
+def test_the_plugin_links_cudart_cublas_cublaslt_and_the_driver(plugin_rehearsal: dict) -> None:
+    libraries = set(re.findall(r"lib(cudart|cublas|cublasLt|cuda)\.so\b", plugin_rehearsal["link_line"]))
+    assert libraries == {"cudart", "cublas", "cublasLt", "cuda"}
+
+
+def test_the_plugin_never_links_cudnn(plugin_rehearsal: dict) -> None:
+    link_line = plugin_rehearsal["link_line"]
+    assert link_line and "libcudnn" not in link_line and "-lcudnn" not in link_line
+
+
+def test_the_plugin_link_keeps_static_libraries_symbols_private(plugin_rehearsal: dict) -> None:
+    assert "-Wl,--exclude-libs,ALL" in plugin_rehearsal["link_line"].split()
+
+
+def test_the_plugin_link_produces_the_library_the_recipe_ships(plugin_rehearsal: dict) -> None:
+    library = Path(CONFIG["outputs"]["plugin"]["library"]["unix"]).name
+    assert re.search(rf"-o {re.escape(library)}\b", plugin_rehearsal["link_line"])
+
+
+def _ort_arch_specific(source: Path) -> set[str]:
+    """The architectures ORT compiles as their `a` variants (cmake/external/cuda_configuration.cmake)."""
+    text = (source / "cmake" / "external" / "cuda_configuration.cmake").read_text()
+    return set(re.search(r"set\(ARCHITECTURES_WITH_ACCEL ([^)]*)\)", text).group(1).replace('"', "").split())
+
+
+def test_nvcc_compiles_sass_for_each_listed_architecture(plugin_rehearsal: dict) -> None:
+    listed = [a.removesuffix("-real") for a in CONFIG["cuda"]["versions"]["13.0"]["architectures"]["linux-64"]]
+    arch_specific = _ort_arch_specific(Path(plugin_rehearsal["workdir"]) / "src")
+    assert plugin_rehearsal["nvcc_sass"] == sorted(f"sm_{a}{'a' if a in arch_specific else ''}" for a in listed)
+
+
+def test_nvcc_embeds_ptx_for_the_newest_architecture_only(plugin_rehearsal: dict) -> None:
+    newest = CONFIG["cuda"]["versions"]["13.0"]["architectures"]["linux-64"][-1]
+    assert plugin_rehearsal["nvcc_ptx"] == [f"compute_{newest}"]
+
+
+def test_cuda_12_9_is_reported_as_not_rehearsed(plugin_rehearsal: dict) -> None:
+    assert any(item.startswith("CUDA 12.9") for item in plugin_rehearsal["not_rehearsed"])
+
+
+# --- what a broken recipe gets
+
+def test_a_plugin_without_libcurand_dev_fails_on_the_missing_curand_header(feedstock: Path) -> None:
+    scratch = feedstock
+    recipe = scratch / "recipe" / "recipe.yaml"
+    text = recipe.read_text()
+    assert "        - libcurand-dev\n" in text
+    recipe.write_text(text.replace("        - libcurand-dev\n", ""))
+    report, _ = rehearse(PLUGIN, scratch)
+    errors = [s["error"] for s in report["sample"] if not s["ok"]]
+    assert any("curand.h" in e for e in errors), report["sample"]
+
+
+def test_a_listed_licence_file_that_is_not_there_is_reported(feedstock: Path) -> None:
+    scratch = feedstock
+    config = scratch / "config" / "feedstock.yaml"
+    config.write_text(config.read_text().replace("{dep: re2, spdx: BSD-3-Clause, file: LICENSE}",
+                                                 "{dep: re2, spdx: BSD-3-Clause, file: COPYING}"))
+    subprocess.run([sys.executable, str(scratch / "scripts" / "render.py")], check=True, capture_output=True)
+    report, _ = rehearse(CPP, scratch, "--no-sample")
+    assert report["licence_files_missing"] == ["build-cpp/_deps/re2-src/COPYING"]
+
+
+def test_an_architecture_cuda_13_dropped_fails_configure(feedstock: Path) -> None:
+    scratch = feedstock
+    config = scratch / "config" / "feedstock.yaml"
+    lists = config.read_text().split('"13.0":', 1)
+    # Thor was 101 before CUDA 13 renamed it 110: nvcc 13 no longer knows sm_101
+    config.write_text(lists[0] + '"13.0":' + lists[1].replace("linux-64: [75-real,", "linux-64: [75-real, 101-real,", 1))
+    subprocess.run([sys.executable, str(scratch / "scripts" / "render.py")], check=True, capture_output=True)
+    report, _ = rehearse(PLUGIN, scratch, "--no-sample")
+    assert not report["configure_ok"]
+    assert "101" in report["configure_error"]
+
+
+def test_a_cpp_build_without_the_endian_patch_puts_orts_endian_h_before_the_c_librarys(feedstock: Path) -> None:
+    config = feedstock / "config" / "feedstock.yaml"
+    text = config.read_text()
+    patches = re.search(r"^  patches: \[.*\]$", text, re.MULTILINE)
+    assert patches and "endian" in patches.group(0)
+    config.write_text(text.replace(patches.group(0), "  patches: []"))
+    subprocess.run([sys.executable, str(feedstock / "scripts" / "render.py")], check=True, capture_output=True)
+    report, _ = rehearse(CPP, feedstock, "--no-sample")
+    assert any(folder.endswith("include/onnxruntime/core/common") for folder in report["shadowing_include_dirs"])
+
+
+# --- the stand-ins
+
+def test_the_prefixes_hold_exactly_the_packages_the_recipe_asks_for(rehearsal: tuple[str, dict, Path]) -> None:
+    output, report, _ = rehearsal
+    lists = yaml.safe_load(next(p for p in sorted((REPO / ".ci_support").glob("linux_64_*.yaml"))
+                                if f"cuda_compiler_version{report['variant']['cuda_compiler_version']}" in p.name).read_text())
+    lists["python"] = [v for v in lists.get("python", []) if v == report["variant"].get("python")] or lists.get("python", [])[:1]
+    (rendered,) = [r for r in render(REPO / "recipe" / "recipe.yaml", lists, "linux-64", "linux-64") if r.name == output]
+    asked = {section: [spec.split()[0] for spec in rendered.recipe["requirements"].get(section, [])]
+             for section in ("build", "host")}
+    assert report["standins"] == {k: v for k, v in asked.items() if v}, output
+
+
+def test_a_package_without_a_stand_in_is_refused_naming_the_table_and_the_package(feedstock: Path) -> None:
+    recipe = feedstock / "recipe" / "recipe.yaml"
+    text = recipe.read_text()
+    assert "        - libcufft-dev\n" in text
+    recipe.write_text(text.replace("        - libcufft-dev\n", "        - libcufft-dev\n        - libnvjpeg-dev\n", 1))
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse.py"), PLUGIN, "--cuda", "13.0",
+                           "--workdir", str(feedstock / "rehearsal"), "--feedstock", str(feedstock),
+                           "--shared", str(SHARED), "--cache", str(CACHE)], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "standins.yaml" in done.stderr and "libnvjpeg-dev" in done.stderr

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bootstrap  # noqa: E402
 
-bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt", ("yaml", "rattler_build"))
+bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt")
 
 import yaml  # noqa: E402
 from rattler_build import Stage0Recipe, VariantConfig  # noqa: E402

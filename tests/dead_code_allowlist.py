@@ -34,3 +34,9 @@ _content  # noqa: B018
 # tests/support/smithy_offline.py's `send` replaces HTTPAdapter.send, so it takes that method's parameters.
 adapter  # noqa: B018
 kwargs  # noqa: B018
+
+# Fields of scripts/rehearsal/build.py's Report, written to report.json (dataclasses.asdict) and read
+# back from that file by tests/test_rehearsal.py and by whoever reads the report.
+standins  # noqa: B018
+fetched_dependencies  # noqa: B018
+patched_sources  # noqa: B018

@@ -191,8 +191,10 @@ def test_an_architecture_cuda_13_dropped_fails_configure(feedstock: Path) -> Non
     config = scratch / "config" / "feedstock.yaml"
     lists = config.read_text().split('"13.0":', 1)
     # Thor was 101 before CUDA 13 renamed it 110: nvcc 13 no longer knows sm_101
-    config.write_text(lists[0] + '"13.0":' + lists[1].replace("linux-64: [75-real,", "linux-64: [75-real, 101-real,", 1))
-    subprocess.run([sys.executable, str(scratch / "scripts" / "render.py")], check=True, capture_output=True)
+    listed = re.search(r"linux-64: \[.*\]", lists[1]).group(0)
+    config.write_text(lists[0] + '"13.0":' + lists[1].replace(listed, listed.replace("100-real, ", "100-real, 101-real, "), 1))
+    render = subprocess.run([sys.executable, str(scratch / "scripts" / "render.py")], capture_output=True, text=True)
+    assert render.returncode == 0, render.stderr
     report, _ = rehearse(PLUGIN, scratch, "--no-sample")
     assert not report["configure_ok"]
     assert "101" in report["configure_error"]
@@ -204,7 +206,8 @@ def test_a_cpp_build_without_the_endian_patch_puts_orts_endian_h_before_the_c_li
     patches = re.search(r"^  patches: \[.*\]$", text, re.MULTILINE)
     assert patches and "endian" in patches.group(0)
     config.write_text(text.replace(patches.group(0), "  patches: []"))
-    subprocess.run([sys.executable, str(feedstock / "scripts" / "render.py")], check=True, capture_output=True)
+    render = subprocess.run([sys.executable, str(feedstock / "scripts" / "render.py")], capture_output=True, text=True)
+    assert render.returncode == 0, render.stderr
     report, _ = rehearse(CPP, feedstock, "--no-sample")
     assert any(folder.endswith("include/onnxruntime/core/common") for folder in report["shadowing_include_dirs"])
 

@@ -234,7 +234,7 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         lambda t: t.replace("files: [LICENSE, ThirdPartyNotices.txt]", "files: [LICENSE, docs\\ThirdPartyNotices.txt]"),
         "license.files[1]: 'docs\\\\ThirdPartyNotices.txt' has backslashes; write paths with forward slashes"),
     "patch file that does not exist": (
-        lambda t: t.replace("  patches: []", "  patches: [fix-the-build.patch]"),
+        lambda t: re.sub(r"(?m)^  patches: \[", "  patches: [fix-the-build.patch, ", t),
         "source.patches[0]: recipe/fix-the-build.patch does not exist"),
     "Windows path as the source URL": (
         lambda t: re.sub(r"(?m)^  url: .*$", r"  url: C:\\src\\onnxruntime-{version}.tar.gz", t),

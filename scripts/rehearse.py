@@ -29,6 +29,8 @@ from rattler_build import Stage0Recipe, VariantConfig  # noqa: E402
 from rattler_build.render import RenderConfig  # noqa: E402
 from rattler_build.tool_config import PlatformConfig  # noqa: E402
 
+from feedstock.errors import InputError  # noqa: E402
+from feedstock.reader import load_yaml  # noqa: E402
 from rehearsal.build import BUILD_SCRIPTS, rehearse  # noqa: E402
 from rehearsal.prefixes import RehearsalError  # noqa: E402
 
@@ -41,7 +43,7 @@ def variant_lists(feedstock: Path, cuda: str | None, python: str | None) -> dict
     files = [f for f in sorted((feedstock / ".ci_support").glob("linux_64_*.yaml")) if wanted in f.name]
     if len(files) != 1:
         raise RehearsalError(f"{feedstock / '.ci_support'}: {len(files)} linux-64 files for CUDA {cuda or 'None'}, expected one")
-    lists = yaml.safe_load(files[0].read_text())
+    lists = load_yaml(files[0], str(files[0]))
     if python is not None:
         kept = [p for p in lists.get("python", []) if str(p).startswith(f"{python}.")]
         if not kept:
@@ -85,11 +87,12 @@ def main(argv: list[str]) -> int:
         if not (args.shared / "upstream" / "mirror").is_dir():
             raise RehearsalError(f"{args.shared / 'upstream'}: no ORT source and dependency mirror here")
         rendered, variant = evaluate(args.feedstock.resolve(), args.output, args.cuda, args.python)
-        vendored = yaml.safe_load((args.feedstock / "config" / "feedstock.yaml").read_text())["license"]["vendored"]
+        config = args.feedstock / "config" / "feedstock.yaml"
+        vendored = load_yaml(config, str(config))["license"]["vendored"]
         without_file = {entry["dep"] for entry in vendored if not entry.get("file")}
         report = rehearse(args.output, rendered, variant, args.feedstock.resolve() / "recipe", args.shared.resolve(),
                           args.workdir.resolve(), args.cache.resolve(), without_file, sample=not args.no_sample)
-    except RehearsalError as error:
+    except (RehearsalError, InputError) as error:
         print(f"rehearse: {error}", file=sys.stderr)
         return 2
     print((args.workdir / "report.txt").read_text(), end="")

@@ -18,12 +18,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import yaml
 
 from conftest import FLOOR_CORE_VERSION, REPO, SHARED
 from feedstock.reader import parse_yaml
 from support.pyenvs import python_env, run
 from support.recipe_checks import Feedstock
+from support.yaml_files import read_yaml
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipe"
 # what the rendered recipe hands the plugin's build script (build.script.env)
@@ -111,7 +111,7 @@ def code_text(script: Path) -> str:
 
 def onnxruntime_cmake_names(shared: Path) -> set[str]:
     """Every variable ORT's CMake reads or conda-forge's onnxruntime builds set (shared/facts/onnxruntime-cmake-options.yaml)."""
-    facts = yaml.safe_load((shared / "facts" / "onnxruntime-cmake-options.yaml").read_text())
+    facts = read_yaml(shared / "facts" / "onnxruntime-cmake-options.yaml")
     names: set[str] = set()
     for section in ("options", "cmake_dependent_options", "cache_variables"):
         for key, value in facts[section].items():
@@ -872,7 +872,7 @@ def test_windows_plugin_build_names_the_build_environments_nvcc():
 
 def static_runtime_defaults(shared: Path) -> dict[str, bool]:
     """Each `*_MSVC_STATIC_RUNTIME` option the vendored dependencies declare, and whether it defaults to ON."""
-    sources = yaml.safe_load((shared / "upstream" / "SOURCES.yaml").read_text())["dependencies"]
+    sources = read_yaml(shared / "upstream" / "SOURCES.yaml")["dependencies"]
     defaults: dict[str, bool] = {}
     for dep in ("protobuf", "onnx", "abseil_cpp"):
         with zipfile.ZipFile(shared / "upstream" / sources[dep]["archive"]) as archive:

@@ -13,12 +13,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from conftest import REPO
 from support.smithy import MAINTAINER_CHECK, Smithy
+from support.yaml_files import read_yaml
 
-CONFIG = yaml.safe_load((REPO / "config" / "feedstock.yaml").read_text())
+CONFIG = read_yaml(REPO / "config" / "feedstock.yaml")
 CI_SUPPORT = REPO / ".ci_support"
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@localhost",
                 "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@localhost"}
@@ -46,7 +46,7 @@ def _clean_copy(tmp_path: Path) -> Path:
 
 
 def _python_lists(root: Path) -> dict[str, list[str]]:
-    return {p.name: yaml.safe_load(p.read_text()).get("python", [])
+    return {p.name: read_yaml(p).get("python", [])
             for p in sorted((root / ".ci_support").glob("*.yaml"))}
 
 
@@ -85,7 +85,7 @@ def test_rerender_of_the_committed_tree_changes_nothing(conda_smithy: Smithy, tm
 
 
 def test_deleting_a_migration_removes_its_python_from_every_job(conda_smithy: Smithy, tmp_path: Path) -> None:
-    migration = yaml.safe_load((CI_SUPPORT / "migrations" / "python314.yaml").read_text())
+    migration = read_yaml(CI_SUPPORT / "migrations" / "python314.yaml")
     added = migration["python"][0]
     assert {name for name, pythons in _python_lists(REPO).items() if added in pythons} == set(_python_lists(REPO))
     root = _clean_copy(tmp_path)
@@ -99,14 +99,14 @@ def test_deleting_a_migration_removes_its_python_from_every_job(conda_smithy: Sm
 
 def _build_system(ci: dict) -> str:
     """The OS of the machine a job runs on: conda-forge.yml maps cross-compiled targets to it."""
-    forge = yaml.safe_load((REPO / "conda-forge.yml").read_text())
+    forge = read_yaml(REPO / "conda-forge.yml")
     target = ci["target_platform"][0].replace("-", "_")
     return (forge.get("build_platform") or {}).get(target, target).split("_")[0]
 
 
 def test_cuda_jobs_run_on_the_large_runners_of_their_build_machine() -> None:
-    cuda_jobs = {p.name: yaml.safe_load(p.read_text()) for p in sorted(CI_SUPPORT.glob("*.yaml"))
-                 if yaml.safe_load(p.read_text())["cuda_compiler_version"] != ["None"]}
+    cuda_jobs = {p.name: read_yaml(p) for p in sorted(CI_SUPPORT.glob("*.yaml"))
+                 if read_yaml(p)["cuda_compiler_version"] != ["None"]}
     assert len(cuda_jobs) == 6
     labels = {name: (ci.get("github_actions_labels"), CONFIG["runners"][_build_system(ci)])
               for name, ci in cuda_jobs.items()}
@@ -114,7 +114,7 @@ def test_cuda_jobs_run_on_the_large_runners_of_their_build_machine() -> None:
 
 
 def test_jobs_on_an_os_without_a_runner_stay_on_the_hosted_runners() -> None:
-    hosted = {p.name: yaml.safe_load(p.read_text()) for p in sorted(CI_SUPPORT.glob("*.yaml"))}
+    hosted = {p.name: read_yaml(p) for p in sorted(CI_SUPPORT.glob("*.yaml"))}
     hosted = {name: ci for name, ci in hosted.items() if _build_system(ci) not in CONFIG["runners"]}
     assert hosted, "every OS has a large runner: nothing to check"
     assert {name: ci.get("github_actions_labels") for name, ci in hosted.items()} == {name: None for name in hosted}

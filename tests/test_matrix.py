@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from collections import Counter
 
-import yaml
 
 from conftest import REPO
+from support.yaml_files import read_yaml
 
 CI_SUPPORT = REPO / ".ci_support"
-CONFIG = yaml.safe_load((REPO / "config" / "feedstock.yaml").read_text())
-FORGE = yaml.safe_load((REPO / "conda-forge.yml").read_text())
+CONFIG = read_yaml(REPO / "config" / "feedstock.yaml")
+FORGE = read_yaml(REPO / "conda-forge.yml")
 
 
 def jobs() -> dict[str, dict]:
-    return {p.stem: yaml.safe_load(p.read_text()) for p in sorted(CI_SUPPORT.glob("*.yaml"))}
+    return {p.stem: read_yaml(p) for p in sorted(CI_SUPPORT.glob("*.yaml"))}
 
 
 def _is_cuda_platform(name: str) -> bool:

@@ -7,12 +7,12 @@ import re
 from collections import defaultdict
 
 import pytest
-import yaml
 
 from conftest import REPO
 from support.recipe_checks import Built, Feedstock
+from support.yaml_files import read_yaml
 
-CONFIG = yaml.safe_load((REPO / "config" / "feedstock.yaml").read_text())
+CONFIG = read_yaml(REPO / "config" / "feedstock.yaml")
 PLUGIN = CONFIG["outputs"]["plugin"]["name"]
 CPU_OUTPUTS = (CONFIG["outputs"]["cpp"]["name"], CONFIG["outputs"]["python"]["name"])
 FLOOR = CONFIG["min_core_version"]

@@ -17,14 +17,14 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from conftest import REPO, SHARED
 from support.rattler_render import render
+from support.yaml_files import read_yaml
 
 UPSTREAM = SHARED / "upstream"
 CACHE = REPO / ".cache" / "rehearsal"
-CONFIG = yaml.safe_load((REPO / "config" / "feedstock.yaml").read_text())
+CONFIG = read_yaml(REPO / "config" / "feedstock.yaml")
 PLUGIN, CPP, PYTHON = "onnxruntime-ep-cuda", "onnxruntime-cpp", "onnxruntime"
 REHEARSED = {PLUGIN: ["--cuda", "13.0"], CPP: [], PYTHON: ["--python", "3.11"]}
 # the rehearsal's own code and data, which a cached result must have been made with
@@ -59,6 +59,10 @@ def rehearse(output: str, feedstock: Path = REPO, *extra: str) -> tuple[dict, Pa
                                "--feedstock", str(feedstock), "--shared", str(SHARED), "--cache", str(CACHE)],
                               capture_output=True, text=True, stdin=subprocess.DEVNULL)
         assert report.exists(), f"rehearse.py exit {done.returncode}: {done.stderr[-3000:]}"
+        # the stand-in environments are most of a run's size (up to 2 GB for the plugin) and the report
+        # already lists what they held; the source, build tree and graph stay for the tests to read
+        for environment in ("prefix", "build_prefix"):
+            shutil.rmtree(workdir / environment, ignore_errors=True)
     return json.loads(report.read_text()), workdir
 
 
@@ -216,8 +220,8 @@ def test_a_cpp_build_without_the_endian_patch_puts_orts_endian_h_before_the_c_li
 
 def test_the_prefixes_hold_exactly_the_packages_the_recipe_asks_for(rehearsal: tuple[str, dict, Path]) -> None:
     output, report, _ = rehearsal
-    lists = yaml.safe_load(next(p for p in sorted((REPO / ".ci_support").glob("linux_64_*.yaml"))
-                                if f"cuda_compiler_version{report['variant']['cuda_compiler_version']}" in p.name).read_text())
+    lists = read_yaml(next(p for p in sorted((REPO / ".ci_support").glob("linux_64_*.yaml"))
+                           if f"cuda_compiler_version{report['variant']['cuda_compiler_version']}" in p.name))
     lists["python"] = [v for v in lists.get("python", []) if v == report["variant"].get("python")] or lists.get("python", [])[:1]
     (rendered,) = [r for r in render(REPO / "recipe" / "recipe.yaml", lists, "linux-64", "linux-64") if r.name == output]
     asked = {section: [spec.split()[0] for spec in rendered.recipe["requirements"].get(section, [])]

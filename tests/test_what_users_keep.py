@@ -10,15 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from conftest import REPO
 from support.recipe_checks import Built, Feedstock
+from support.yaml_files import read_yaml
 
-CONFIG = yaml.safe_load((REPO / "config" / "feedstock.yaml").read_text())
+CONFIG = read_yaml(REPO / "config" / "feedstock.yaml")
 PYTHON_PACKAGE = CONFIG["outputs"]["python"]["name"]
 CPU_OUTPUTS = (CONFIG["outputs"]["cpp"]["name"], PYTHON_PACKAGE)
 SOURCE_TARBALL = "upstream/onnxruntime-1.30.0-src.tar.zst"

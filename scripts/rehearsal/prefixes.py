@@ -15,7 +15,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
+from feedstock.reader import load_yaml
 
 STANDINS = Path(__file__).with_name("standins.yaml")
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
@@ -40,7 +40,7 @@ def package_name(spec: str) -> str:
 
 
 def load_standins() -> dict:
-    return yaml.safe_load(STANDINS.read_text())
+    return load_yaml(STANDINS, str(STANDINS))
 
 
 def _run(command: list[str], **kwargs) -> None:

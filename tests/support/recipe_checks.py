@@ -19,9 +19,9 @@ from typing import Any
 
 import jsonschema
 import referencing
-import yaml
 
 from . import rattler_render
+from .yaml_files import read_yaml
 
 Check = Callable[["Feedstock"], list[str]]
 CHECKS: dict[str, Check] = {}
@@ -55,16 +55,16 @@ class Feedstock:
 
     @cached_property
     def recipe(self) -> dict[str, Any]:
-        return yaml.safe_load((self.root / RECIPE).read_text())
+        return read_yaml(self.root / RECIPE)
 
     @cached_property
     def conda_forge_yml(self) -> dict[str, Any]:
         path = self.root / CONDA_FORGE_YML
-        return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+        return (read_yaml(path) or {}) if path.is_file() else {}
 
     @cached_property
     def ci_support(self) -> dict[str, dict[str, Any]]:
-        return {p.stem: yaml.safe_load(p.read_text()) for p in sorted((self.root / ".ci_support").glob("*.yaml"))}
+        return {p.stem: read_yaml(p) for p in sorted((self.root / ".ci_support").glob("*.yaml"))}
 
     def build_platform(self, platform: str) -> str:
         mapping = self.conda_forge_yml.get("build_platform") or {}

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -24,13 +23,9 @@ import bootstrap  # noqa: E402
 
 bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt")
 
-import yaml  # noqa: E402
-from rattler_build import Stage0Recipe, VariantConfig  # noqa: E402
-from rattler_build.render import RenderConfig  # noqa: E402
-from rattler_build.tool_config import PlatformConfig  # noqa: E402
-
 from feedstock.errors import InputError  # noqa: E402
 from feedstock.reader import load_yaml  # noqa: E402
+from rattler_render import render  # noqa: E402
 from rehearsal.build import BUILD_SCRIPTS, rehearse  # noqa: E402
 from rehearsal.prefixes import RehearsalError  # noqa: E402
 
@@ -56,15 +51,9 @@ def variant_lists(feedstock: Path, cuda: str | None, python: str | None) -> dict
 
 def evaluate(feedstock: Path, output: str, cuda: str | None, python: str | None) -> tuple[dict, dict]:
     lists = variant_lists(feedstock, cuda, python)
-    with tempfile.TemporaryDirectory() as scratch:
-        variant_file = Path(scratch, "variants.yaml")
-        variant_file.write_text(yaml.safe_dump(lists))
-        config = VariantConfig.from_file(variant_file)
-    platform = PlatformConfig(target_platform=PLATFORM, build_platform=PLATFORM, host_platform=PLATFORM)
-    for variant in Stage0Recipe.from_file(feedstock / "recipe" / "recipe.yaml").render(config, RenderConfig(platform=platform)):
-        stage1 = variant.recipe.to_dict()
-        if stage1["package"]["name"] == output:
-            return stage1, {k: str(v) for k, v in variant.variant.items()}
+    for rendered in render(feedstock / "recipe" / "recipe.yaml", lists, PLATFORM, PLATFORM):
+        if rendered.name == output:
+            return rendered.recipe, rendered.used_variant
     raise RehearsalError(f"{feedstock / 'recipe' / 'recipe.yaml'}: {output} is not built for CUDA {cuda or 'None'} on {PLATFORM}")
 
 

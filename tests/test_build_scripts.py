@@ -23,6 +23,7 @@ from conftest import FLOOR_CORE_VERSION, REPO, SHARED
 from feedstock.reader import parse_yaml
 from support.pyenvs import python_env, run
 from support.recipe_checks import Feedstock
+from support import upstream_source
 from support.yaml_files import read_yaml
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipe"
@@ -469,16 +470,8 @@ def test_cpp_build_installs_the_source_tree_header_layout_too(tmp_path, source_t
 @pytest.fixture(scope="module")
 def onnxruntime_source(tmp_path_factory) -> Path:
     """ONNX Runtime's real include/ tree and the CMake file that says which headers it installs flat."""
-    tarball = SHARED / "upstream" / "onnxruntime-1.30.0-src.tar.zst"
-    if not tarball.is_file():
-        pytest.skip(f"{tarball} is not here: the real headers are needed")
-    scratch = tmp_path_factory.mktemp("onnxruntime-source")
-    result = subprocess.run(["tar", "--zstd", "-xf", str(tarball), "-C", str(scratch),
-                             "onnxruntime/include", "onnxruntime/cmake/onnxruntime.cmake"],
-                            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
-    if result.returncode != 0:
-        pytest.skip(f"tar could not unpack {tarball}: {result.stderr.strip()}")
-    return scratch / "onnxruntime"
+    return upstream_source.unpack(SHARED, tmp_path_factory.mktemp("onnxruntime-source"), "include",
+                                  "cmake/onnxruntime.cmake", needed_for="the real headers are needed")
 
 
 def install_flat_headers(source: Path, prefix: Path) -> None:
@@ -790,19 +783,9 @@ def test_the_core_library_rename_disables_the_one_test_that_loads_the_old_name(t
     assert re.search(r"onnxruntime_test_all \.+\s*Passed", result.stdout), result.stdout
 
 
-def upstream_source_file(shared: Path, tmp_path: Path, member: str) -> str:
-    """One file of the stored ONNX Runtime source tree."""
-    tarball = shared / "upstream" / "onnxruntime-1.30.0-src.tar.zst"
-    result = subprocess.run(["tar", "--zstd", "-xOf", str(tarball), f"onnxruntime/{member}"],
-                            capture_output=True, cwd=tmp_path, stdin=subprocess.DEVNULL)
-    if result.returncode != 0:
-        pytest.skip(f"tar could not read {member} from {tarball.name}: {result.stderr.decode(errors='replace')}")
-    return result.stdout.decode()
-
-
-def test_upstream_registers_the_disabled_test_on_windows_and_it_loads_onnxruntime_dll(shared, tmp_path):
-    unittests = upstream_source_file(shared, tmp_path, "cmake/onnxruntime_unittests.cmake")
-    dlopen_main = upstream_source_file(shared, tmp_path, "onnxruntime/test/shared_lib/dlopen_main.cc")
+def test_upstream_registers_the_disabled_test_on_windows_and_it_loads_onnxruntime_dll(shared):
+    unittests = upstream_source.read(shared, "cmake/onnxruntime_unittests.cmake")
+    dlopen_main = upstream_source.read(shared, "onnxruntime/test/shared_lib/dlopen_main.cc")
 
     assert re.search(rf"add_test\(NAME {DLOPEN_TEST} COMMAND {DLOPEN_TEST}\b", unittests)
     assert 'LoadLibrary(TEXT("onnxruntime.dll"))' in dlopen_main

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, SHARED
-from support.rattler_render import render
+from rattler_render import render
 from support.yaml_files import read_yaml
 
 UPSTREAM = SHARED / "upstream"
@@ -28,7 +28,7 @@ CONFIG = read_yaml(REPO / "config" / "feedstock.yaml")
 PLUGIN, CPP, PYTHON = "onnxruntime-ep-cuda", "onnxruntime-cpp", "onnxruntime"
 REHEARSED = {PLUGIN: ["--cuda", "13.0"], CPP: [], PYTHON: ["--python", "3.11"]}
 # the rehearsal's own code and data, which a cached result must have been made with
-REHEARSAL_CODE = [REPO / "scripts" / "rehearse.py",
+REHEARSAL_CODE = [REPO / "scripts" / "rehearse.py", REPO / "scripts" / "rattler_render.py",
                   *sorted(p for p in (REPO / "scripts" / "rehearsal").iterdir() if p.suffix in (".py", ".yaml"))]
 
 pytestmark = pytest.mark.skipif(not (UPSTREAM / "mirror").is_dir(),

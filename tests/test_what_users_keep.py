@@ -16,12 +16,12 @@ from packaging.version import Version
 
 from conftest import REPO
 from support.recipe_checks import Built, Feedstock
+from support import upstream_source
 from support.yaml_files import read_yaml
 
 CONFIG = read_yaml(REPO / "config" / "feedstock.yaml")
 PYTHON_PACKAGE = CONFIG["outputs"]["python"]["name"]
 CPU_OUTPUTS = (CONFIG["outputs"]["cpp"]["name"], PYTHON_PACKAGE)
-SOURCE_TARBALL = "upstream/onnxruntime-1.30.0-src.tar.zst"
 # conda-forge's name for a PyPI distribution where the two differ (python-flatbuffers is what
 # conda-forge/onnxruntime-feedstock recipe/recipe.yaml @ 0ff2535 lists for ONNX Runtime's flatbuffers)
 CONDA_NAME = {"flatbuffers": "python-flatbuffers"}
@@ -30,24 +30,6 @@ CONDA_NAME = {"flatbuffers": "python-flatbuffers"}
 @pytest.fixture(scope="module")
 def evaluated() -> Feedstock:
     return Feedstock(REPO)
-
-
-def source_file(shared: Path, path: str) -> str:
-    """One file of ONNX Runtime's source tarball in ../shared."""
-    tarball = shared / SOURCE_TARBALL
-    if not tarball.is_file():
-        pytest.skip(f"{tarball} is not here")
-    result = subprocess.run(["tar", "--zstd", "-xOf", str(tarball), f"onnxruntime/{path}"],
-                            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
-    if result.returncode != 0:
-        pytest.skip(f"tar could not read {path} from {tarball}: {result.stderr.strip()}")
-    return result.stdout
-
-
-def source_file_exists(shared: Path, path: str) -> bool:
-    result = subprocess.run(["tar", "--zstd", "-tf", str(shared / SOURCE_TARBALL), f"onnxruntime/{path}"],
-                            capture_output=True, stdin=subprocess.DEVNULL, timeout=120)
-    return result.returncode == 0
 
 
 def built(feedstock: Feedstock, name: str, platform: str | None = None) -> list[Built]:
@@ -75,7 +57,7 @@ def script_lines(tests: list) -> list[str]:
 
 def test_python_run_requirements_are_upstreams_requirements_txt(evaluated: Feedstock, shared: Path) -> None:
     upstream = {}
-    for line in source_file(shared, "requirements.txt").splitlines():
+    for line in upstream_source.read(shared, "requirements.txt").splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
             requirement = Requirement(line)
             upstream[CONDA_NAME.get(requirement.name, requirement.name)] = requirement.specifier
@@ -91,13 +73,13 @@ def test_python_run_requirements_are_the_configs(evaluated: Feedstock) -> None:
 
 
 def test_python_host_has_every_package_setup_py_imports(evaluated: Feedstock, shared: Path) -> None:
-    tree = ast.parse(source_file(shared, "setup.py"))
+    tree = ast.parse(upstream_source.read(shared, "setup.py"))
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
     # setup.py also imports a helper of the source tree (onnxruntime/python/onnxruntime_collect_build_info.py)
-    in_tree = {name for name in imported if source_file_exists(shared, f"onnxruntime/python/{name}.py")}
+    in_tree = {name for name in imported if upstream_source.exists(shared, f"onnxruntime/python/{name}.py")}
     third_party = imported - set(sys.stdlib_module_names) - in_tree
     assert third_party, "setup.py imports no third-party package: the parse found nothing to check"
     for package in built(evaluated, PYTHON_PACKAGE):

@@ -20,7 +20,8 @@ from typing import Any
 import jsonschema
 import referencing
 
-from . import rattler_render
+import rattler_render
+
 from .yaml_files import read_yaml
 
 Check = Callable[["Feedstock"], list[str]]

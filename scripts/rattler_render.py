@@ -1,7 +1,8 @@
 """The recipe rendered by rattler-build itself, through its Python bindings (py-rattler-build).
 
 This is the engine conda-smithy runs (`rattler-build build --render-only`) to learn which outputs a
-variant builds and which variant keys each one reads; no solve, no network.
+variant builds and which variant keys each one reads; no solve, no network. The rehearsal evaluates
+the recipe with it, and so do the tests.
 """
 
 from __future__ import annotations

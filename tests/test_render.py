@@ -402,6 +402,16 @@ def test_a_job_file_without_its_platform_is_named_and_nothing_is_written(feedsto
     assert snapshot(feedstock) == before
 
 
+def test_a_job_file_with_two_platforms_is_named_and_nothing_is_written(feedstock: Path) -> None:
+    job = feedstock / ".ci_support" / "osx_arm64_.yaml"
+    job.write_text(job.read_text().replace("target_platform:\n- osx-arm64\n", "target_platform:\n- osx-arm64\n- osx-64\n"))
+    before = snapshot(feedstock)
+    result = render(feedstock)
+    assert (result.returncode, result.stderr) == (
+        2, ".ci_support/osx_arm64_.yaml: target_platform: a job's file holds one value here, not 2\n")
+    assert snapshot(feedstock) == before
+
+
 def test_a_renamed_plugin_package_reaches_the_recipe_the_manifests_and_the_helper(feedstock: Path) -> None:
     config = feedstock / "config" / "feedstock.yaml"
     old = parse_yaml(config.read_text(), "config")["outputs"]["plugin"]["name"]

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rehearsal.prefixes import Prefixes, RehearsalError, lay_out, package_name
+from rehearsal.prefixes import Prefixes, RehearsalError, lay_out
 
 BUILD_SCRIPTS = {"onnxruntime-ep-cuda": "build_ep_cuda.sh", "onnxruntime-cpp": "build_cpp.sh",
                  "onnxruntime": "build_python.sh"}

@@ -32,10 +32,9 @@ if [[ "${source_min_version}" != "${ORT_MIN_CORE_VERSION}" ]]; then
     exit 1
 fi
 
-# the plugin links ONNX Runtime's static libraries, and with them protobuf, abseil and the rest, all
-# compiled with default visibility: keep their symbols out of the plugin's exports, which must be
-# CreateEpFactories and ReleaseEpFactory alone (check_plugin_binary.py enforces it)
-export LDFLAGS="${LDFLAGS:-} -Wl,--exclude-libs,ALL"
+# the plugin exports CreateEpFactories and ReleaseEpFactory alone: ONNX Runtime's static libraries,
+# libstdc++'s templates and cuFFT's stubs would otherwise add their symbols (plugin_exports.map says why)
+export LDFLAGS="${LDFLAGS:-} -Wl,--version-script=${RECIPE_DIR}/plugin_exports.map"
 
 # how many compiles at once: the recipe's cap, the runner's cores, and what its memory holds at
 # NVCC_GB_PER_THREAD for each of the NVCC_THREADS threads of a compile (config/feedstock.yaml says why)

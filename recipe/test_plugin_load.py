@@ -1,16 +1,19 @@
 """Load a plugin execution provider library into the installed ONNX Runtime core and use it.
 
     python test_plugin_load.py --library LIBRARY --ep-name NAME [--registration-name NAME] [--require-device]
+                               [--time-limit SECONDS]
 
 Registers the library, lists the EP's devices and, when there is one (or --require-device), runs a
 small model on the EP alone and compares the result with the CPU EP's; then unregisters. Exit 0 with
 the reason when there is no device and none is required; exit 1 with the core's message when
-registration, session creation, the run or the comparison fails. Needs onnxruntime, numpy and onnx.
+registration, session creation, the run or the comparison fails, and exit 1 with every thread's
+stack when the whole check takes longer than --time-limit. Needs onnxruntime, numpy and onnx.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import inspect
 import sys
 from pathlib import Path
@@ -29,6 +32,9 @@ CORE_ERRORS = tuple(
 # Old enough for every core since the plugin API appeared (1.23), so the model never limits a test.
 MODEL_OPSET = 17
 MODEL_IR_VERSION = 8
+# A check that hangs would hold a GPU runner until its job times out, hours later, and say nothing.
+# The slowest step seen was well under a minute (registration, and a first kernel compiled from PTX).
+TIME_LIMIT = 300.0
 
 
 class PluginCheckFailed(Exception):
@@ -41,6 +47,8 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ep-name", required=True, help="EP name the library's devices report")
     parser.add_argument("--registration-name", help="name to register the library under (default: --ep-name)")
     parser.add_argument("--require-device", action="store_true", help="fail instead of passing when no device")
+    parser.add_argument("--time-limit", type=float, default=TIME_LIMIT,
+                        help=f"seconds before the check gives up (default {TIME_LIMIT:.0f})")
     return parser.parse_args(argv)
 
 
@@ -154,6 +162,8 @@ def check_plugin(arguments: argparse.Namespace) -> None:
 
 def main(argv: list[str]) -> int:
     arguments = parse_arguments(argv)
+    # Past the limit every thread's Python stack goes to stderr and the process exits with status 1.
+    faulthandler.dump_traceback_later(arguments.time_limit, exit=True)
     # The core resolves a relative path against its own package directory, not the working directory.
     arguments.library = arguments.library.absolute()
     try:
@@ -164,6 +174,8 @@ def main(argv: list[str]) -> int:
     except PluginCheckFailed as error:
         print(f"FAILED: {error}", file=sys.stderr)
         return 1
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     step("ok", f"{arguments.ep_name} plugin checked")
     return 0
 

@@ -302,7 +302,7 @@ def test_plugin_build_configures_the_plugin_alone(tmp_path, source_tree):
         assert flag in configure, f"{flag} missing from {configure}"
     assert not any("KLEIDIAI" in arg or "Iconv" in arg for arg in configure)
     (configure_call,) = [call for call in tools.calls("cmake") if call["args"][:1] == ["-S"]]
-    assert "-Wl,--exclude-libs,ALL" in configure_call["env"]["LDFLAGS"].split()
+    assert f"-Wl,--version-script={RECIPE}/plugin_exports.map" in configure_call["env"]["LDFLAGS"].split()
 
 
 def test_plugin_reports_upstreams_plugin_version_not_the_package_version(tmp_path, source_tree):

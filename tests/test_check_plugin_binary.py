@@ -15,6 +15,7 @@ from support.pyenvs import python_env, run
 from support.wheels import GGML, WEBGPU, linux_library, windows_library
 
 AUDIT = Path(__file__).resolve().parents[1] / "recipe" / "check_plugin_binary.py"
+VERSION_SCRIPT = AUDIT.with_name("plugin_exports.map")
 # The recipe's test requirements for the audit, pinned so a parser release cannot change a verdict.
 AUDIT_REQUIREMENTS = ["pyelftools==0.33", "pefile==2024.8.26"]
 ENTRY_POINTS = ("CreateEpFactories", "ReleaseEpFactory")
@@ -33,7 +34,8 @@ class FakePlugin:
     hidden_visibility: bool = True
     # like ONNX Runtime's own static libraries: code compiled with default visibility, linked in
     static_archive: bool = False
-    exclude_libs: bool = False
+    # linked with the recipe's list of exports, as build_ep_cuda.sh links the plugin
+    version_script: bool = False
 
 
 @pytest.fixture(scope="session")
@@ -74,7 +76,7 @@ def build(plugin: FakePlugin, gcc: str, stubs: Path, directory: Path) -> Path:
     source.write_text(plugin_source(plugin))
     visibility = ["-fvisibility=hidden"] if plugin.hidden_visibility else []
     archives = [str(static_archive(gcc, directory))] if plugin.static_archive else []
-    exclude = ["-Wl,--exclude-libs,ALL"] if plugin.exclude_libs else []
+    exclude = [f"-Wl,--version-script={VERSION_SCRIPT}"] if plugin.version_script else []
     # --no-as-needed keeps a DT_NEEDED entry for every linked library, used or not, as in a real build.
     subprocess.run([gcc, "-shared", "-fPIC", *visibility, str(source), *archives, "-o", str(library), *exclude,
                     "-Wl,--no-as-needed", f"-L{stubs}", *(f"-l:{name}" for name in plugin.links)], check=True)
@@ -150,11 +152,18 @@ def test_audit_rejects_static_libraries_whose_symbols_leak_into_the_exports(
     assert (returncode, failures) == (1, {("exports-only-entry-points", "vendored_helper")}), output
 
 
-def test_audit_passes_static_libraries_linked_with_exclude_libs_as_the_plugin_build_does(
+def test_audit_passes_leaked_symbols_once_linked_with_the_recipes_export_list_as_the_plugin_build_does(
         audit_python, gcc, stub_libraries, tmp_path):
-    plugin = FakePlugin(static_archive=True, exclude_libs=True)
+    # what a GPU build of 1.30.0 exported besides the entry points: vendored code and cuFFT's stubs
+    plugin = FakePlugin(exports=(*ENTRY_POINTS, "cufftCreate"), static_archive=True, version_script=True)
     returncode, failures, output = audit_fake(plugin, audit_python, gcc, stub_libraries, tmp_path)
     assert (returncode, failures) == (0, set()), output
+
+
+def test_audit_rejects_default_visibility_stubs_without_the_export_list(audit_python, gcc, stub_libraries, tmp_path):
+    plugin = FakePlugin(exports=(*ENTRY_POINTS, "cufftCreate"))
+    returncode, failures, output = audit_fake(plugin, audit_python, gcc, stub_libraries, tmp_path)
+    assert (returncode, failures) == (1, {("exports-only-entry-points", "cufftCreate")}), output
 
 
 def test_audit_refuses_a_file_that_is_no_library(audit_python, tmp_path):

@@ -137,8 +137,9 @@ def test_the_plugin_never_links_cudnn(plugin_rehearsal: dict) -> None:
     assert link_line and "libcudnn" not in link_line and "-lcudnn" not in link_line
 
 
-def test_the_plugin_link_keeps_static_libraries_symbols_private(plugin_rehearsal: dict) -> None:
-    assert "-Wl,--exclude-libs,ALL" in plugin_rehearsal["link_line"].split()
+def test_the_plugin_link_exports_only_what_the_recipes_export_list_names(plugin_rehearsal: dict) -> None:
+    version_scripts = [flag for flag in plugin_rehearsal["link_line"].split() if flag.startswith("-Wl,--version-script=")]
+    assert [Path(flag.split("=", 1)[1]).name for flag in version_scripts] == ["plugin_exports.map"]
 
 
 def test_the_plugin_link_produces_the_library_the_recipe_ships(plugin_rehearsal: dict) -> None:

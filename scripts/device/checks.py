@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""The GPU run's own checks and its report (run.sh calls these on the GPU machine).
+
+    python3 checks.py cudnn-loaded LIBRARY    the recipe's load test, then the cuDNN libraries it loaded
+    python3 checks.py autoregistration        import onnxruntime; providers=["CUDAExecutionProvider"]
+                                              with CPU fallback off runs a model on the GPU
+    python3 checks.py report TOP              TOP/results/report.md from what the run left there
+
+The first two need onnxruntime and numpy (and onnx for the first); the report needs only the
+standard library.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+import warnings
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+RECIPE = Path(__file__).resolve().parents[2] / "recipe"
+EP_NAME = "CUDAExecutionProvider"
+OPERATOR_SUITE = Path("onnxruntime/test/python/transformers/test_cuda_plugin_ep.py")
+
+
+def cudnn_loaded(library: str) -> int:
+    """The load test in this process, then which cuDNN libraries the plugin loaded for its model, which
+    needs none (Gemm, Relu, Mul): whether cuDNN is loaded on demand or whenever a session starts."""
+    sys.path.insert(0, str(RECIPE))
+    import test_plugin_load  # noqa: PLC0415
+
+    status = test_plugin_load.main(["--library", library, "--ep-name", EP_NAME, "--require-device"])
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        loaded = sorted({line.split()[-1] for line in maps if "libcudnn" in line})
+    print(f"cuDNN libraries in this process: {loaded or 'none'}")
+    return status
+
+
+def autoregistration() -> int:
+    """What a user of `conda install onnxruntime onnxruntime-ep-cuda` does, with CPU fallback off."""
+    import numpy as np  # noqa: PLC0415
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import onnxruntime as ort  # noqa: PLC0415
+    refused = [w for w in caught if w.category.__name__ == "EpAutoregistrationWarning"]
+    for warning in refused:
+        print(f"warning at import: {warning.message}")
+    from onnx import TensorProto, helper  # noqa: PLC0415
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    graph = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["y"])], "square", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    session = ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=[EP_NAME])
+    value = np.arange(6, dtype=np.float32).reshape(2, 3)
+    result = session.run(None, {"x": value})[0]
+    print(f"onnxruntime {ort.__version__}: session providers {session.get_providers()}, result {result.tolist()}")
+    ok = session.get_providers()[0] == EP_NAME and np.array_equal(result, value * value) and not refused
+    return 0 if ok else 1
+
+
+def contrib_cases(suite: Path) -> set[str]:
+    """Test methods of the operator suite that build a com.microsoft node, directly or through a
+    module-level helper that does."""
+    source = suite.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    helpers = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)
+               and "com.microsoft" in (ast.get_source_segment(source, node) or "")}
+    cases = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+            text = ast.get_source_segment(source, node) or ""
+            if "com.microsoft" in text or any(re.search(rf"\b{h}\(", text) for h in helpers):
+                cases.add(node.name)
+    return cases
+
+
+def junit_outcomes(path: Path) -> dict[str, tuple[str, str]]:
+    """case -> (outcome, first line of its message)."""
+    outcomes = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = f"{case.get('classname', '').rsplit('.', 1)[-1]}.{case.get('name')}"
+        outcome, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
+                message = (child.get("message") or child.text or "").strip().splitlines()[:1]
+                message = message[0][:200] if message else ""
+        outcomes[name] = (outcome, message)
+    return outcomes
+
+
+def _last_line(log: Path, pattern: str) -> str:
+    if not log.exists():
+        return "(no log)"
+    lines = [line for line in log.read_text(errors="replace").splitlines() if re.search(pattern, line)]
+    return lines[-1][:200] if lines else "(no such line)"
+
+
+# What a step's log says it did: devices found, where the model ran, how it ended.
+EVIDENCE = re.compile(r"^(devices |session |compare |Found \d|SKIP|OK: Inference|cuDNN libraries|onnxruntime \d|"
+                      r"FAILED|FAIL |ok |Timeout|.* timed out after|=+ .*(passed|failed|error).* =+$|\d+ (passed|failed))")
+
+
+def _evidence(log: Path) -> str:
+    if not log.exists():
+        return "(no log)"
+    lines = [line.strip()[:160] for line in log.read_text(errors="replace").splitlines() if EVIDENCE.match(line)]
+    return " / ".join(lines[-4:]).replace("|", "/") or "(nothing recognised; see the log)"
+
+
+def _command(*args: str) -> str:
+    try:
+        return subprocess.run(args, capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "(unavailable)"
+
+
+def report(top: Path) -> int:
+    results, plan = top / "results", json.loads((top / "stage" / "plan.json").read_text())
+    lines = [f"# GPU run: onnxruntime-ep-cuda {plan['version']}, CUDA {plan['cuda']}, linux-64", "",
+             f"- machine: {_command('nvidia-smi', '-L')}; {_command('nproc')} cores",
+             f"- driver: {_command('nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader')}",
+             "", "## Settings that differ from conda-forge's build (none of them is in the recipe)", ""]
+    lines += [f"- `{key}={value}`: {why}" for key, (value, why) in plan["overrides"]["env"].items()]
+    lines += [f"- `{arg}` in CMAKE_ARGS: {why}" for arg, why in plan["overrides"]["cmake_args"]]
+    build_log, ninja_status = results / "build.log", r"^\[[0-9]+/[0-9]+\]"
+    lines += ["", "## Build", "",
+              f"- CMake: {_last_line(build_log, 'CMAKE_CUDA_ARCHITECTURES:')}",
+              f"- ninja: {_last_line(build_log, ninja_status)[:60]}",
+              f"- library: {_last_line(results / 'progress.txt', 'build: .* bytes')}",
+              "", "## Steps", "", "| step | exit | seconds | what its log says |", "|---|---|---|---|"]
+    steps = results / "steps.tsv"
+    for row in (steps.read_text().splitlines() if steps.exists() else []):
+        name, status, seconds = row.split("\t")
+        lines.append(f"| {name} | {status} | {seconds} | {_evidence(results / f'{name}.log')} |")
+    suites = {xml.stem: junit_outcomes(xml) for xml in sorted(results.glob("operators-*.xml"))}
+    if suites:
+        source_tree = top / "work" / "src"
+        contrib = contrib_cases(source_tree / OPERATOR_SUITE) if (source_tree / OPERATOR_SUITE).exists() else set()
+        lines += ["", "## Operator suite per core", "",
+                  "| run | passed | failed | error | skipped | com.microsoft cases passed |", "|---|---|---|---|---|---|"]
+        for run, outcomes in suites.items():
+            counts = {k: sum(1 for o, _ in outcomes.values() if o == k) for k in ("passed", "failed", "error", "skipped")}
+            ms = [o for name, (o, _) in outcomes.items() if name.rsplit(".", 1)[-1] in contrib]
+            lines.append(f"| {run} | {counts['passed']} | {counts['failed']} | {counts['error']} | {counts['skipped']} "
+                         f"| {ms.count('passed')} of {len(ms)} |")
+        names = sorted(set().union(*suites.values()))
+        differing = [n for n in names if len({suites[r].get(n, ('absent', ''))[0] for r in suites}) > 1]
+        lines += ["", f"Cases whose outcome differs between runs: {len(differing)} of {len(names)}", ""]
+        for name in differing:
+            lines.append(f"- {name}: " + "; ".join(f"{r}: {suites[r].get(name, ('absent', ''))[0]}" for r in suites))
+        failing = sorted({(r, n, m) for r, o in suites.items() for n, (k, m) in o.items() if k in ("failed", "error")})
+        if failing:
+            lines += ["", "Failures:", ""] + [f"- {r}: {n}: {m}" for r, n, m in failing]
+    (results / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["cudnn-loaded"] and len(argv) == 2:
+        return cudnn_loaded(argv[1])
+    if argv == ["autoregistration"]:
+        return autoregistration()
+    if argv[:1] == ["report"] and len(argv) == 2:
+        return report(Path(argv[1]))
+    print(__doc__.split("\n\n")[1], file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Lay out what a run on the GPU machine needs, in bundles that each fit one call's transfer.
+
+    python3 scripts/device/pack.py [--shared DIR] [--dest DIR]
+
+The GPU machine has no network, and one call carries at most 64 MiB: the checkout plus the folders
+named in `carry`. The sources (ONNX Runtime's tarball, the archives its CMake fetches, the
+cutlass/cudnn_frontend trees), protoc and zstd from Debian, and the ONNX Runtime cores from PyPI are
+split into DEST/bundle-N folders of at most BUNDLE_LIMIT bytes each, the build's inputs first, so the
+build can start once the bundles holding them are staged. DEST/bundle-1/plan.json says what the run
+builds and tests and which settings differ from conda-forge's build (`DEVICE_OVERRIDES`); run.sh on
+the GPU machine reads it. README.md ("Building and testing the plugin on a GPU") gives the calls.
+Exit 0 when the bundles are written, 2 when an input is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import bootstrap  # noqa: E402
+
+bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt")
+
+from rehearse import evaluate  # noqa: E402
+from rehearsal.prefixes import RehearsalError  # noqa: E402
+
+MIB = 1024 * 1024
+# One call carries 64 MiB; the tracked checkout travels with every bundle and must stay under the rest.
+CALL_LIMIT = 64 * MIB
+CHECKOUT_ALLOWANCE = 4 * MIB
+BUNDLE_LIMIT = CALL_LIMIT - CHECKOUT_ALLOWANCE
+# The lent machine: CUDA 13.0 toolkit, linux-64, the image's Python 3.12.
+CUDA = "13.0"
+WHEEL_TAGS = ["--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
+              "--platform", "manylinux_2_27_x86_64", "--platform", "manylinux_2_17_x86_64"]
+# The newest core on PyPI when this was written (`pip index versions onnxruntime`); bump on purpose.
+NEWEST_CORE = "1.32.0"
+# What check_plugin_binary.py imports, and the onnx the tests build their models with: the version
+# ONNX Runtime 1.30.0 vendors (cmake/deps.txt). The image's onnx 1.23 writes IR version 14, which the
+# 1.24.4 and 1.30.0 cores refuse ("max supported IR version: 13", GPU run of 2026-12-01). The image
+# has numpy, torch and pytest.
+TEST_TOOLS = ["pyelftools==0.33", "pefile==2024.8.26", "onnx==1.22.0"]
+# protoc 3.21 for the build machine (conda-forge's libprotobuf 3.21) and zstd, which the image lacks.
+DEBIAN_PACKAGES = ["protobuf-compiler", "libprotoc32", "libprotobuf32", "zstd"]
+
+# Every setting in which the GPU machine's build differs from conda-forge's, with its reason. run.sh
+# applies them on top of the recipe's own script environment and prints them in its report.
+DEVICE_OVERRIDES = {
+    "env": {
+        "CUDA_ARCHITECTURES": [
+            "80-real;80-virtual",
+            "one SASS target plus compute_80 PTX, which the H200 compiles at load time: with any SM90 "
+            "target ORT compiles its SM90 TMA MoE GEMM units (48 CUTLASS 3 kernels each) for real"],
+        "CUDA_BUILD_JOBS": ["16", "the machine's 16 cores"],
+        "NVCC_GB_PER_THREAD": [
+            "1", "the machine's memory reads low at first and grows as it is used; 16 jobs fit its 128 GB"],
+    },
+    "cmake_args": [
+        ["-Donnxruntime_QUICK_BUILD=ON", "flash attention for head size 128 only (upstream's developer switch)"],
+        ["-Donnxruntime_USE_FP4_QMOE=OFF", "no FP4 MoE GEMM units (320 of the graph's nvcc units)"],
+        ["-Donnxruntime_USE_FPA_INTB_GEMM=OFF", "no fpA_intB GEMM kernels"],
+        ["-Donnxruntime_USE_FP8_KV_CACHE=OFF", "no FP8 KV-cache variants of the XQA kernels"],
+    ],
+}
+
+
+class PackError(Exception):
+    pass
+
+
+def _run(command: list[str], cwd: Path) -> None:
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if result.returncode != 0:
+        raise PackError(f"{' '.join(command)} exited {result.returncode}: {(result.stderr or result.stdout).strip()}")
+
+
+def build_plan(feedstock: Path) -> dict:
+    """The plugin as rattler-build evaluates it for linux-64 and CUDA 13.0, and the cores to test it with."""
+    try:
+        recipe, _ = evaluate(feedstock, "onnxruntime-ep-cuda", CUDA, None)
+    except RehearsalError as error:
+        raise PackError(str(error)) from None
+    version = recipe["package"]["version"]
+    floor = recipe["build"]["script"]["env"]["ORT_MIN_CORE_VERSION"]
+    return {
+        "version": version,
+        "cuda": CUDA,
+        "script_env": recipe["build"]["script"]["env"],
+        "patches": [str(p) for p in recipe["source"][0].get("patches", [])],
+        "cores": {"floor": floor, "source": version, "newest": NEWEST_CORE},
+        "overrides": DEVICE_OVERRIDES,
+    }
+
+
+def gather(shared: Path, plan: dict, scratch: Path) -> tuple[dict[str, Path], dict[str, Path]]:
+    """Build inputs and test inputs, each by its path inside a bundle."""
+    upstream = shared / "upstream"
+    tarball = upstream / f"onnxruntime-{plan['version']}-src.tar.zst"
+    trees = upstream / "cutlass-cudnn_frontend-trees.tar.zst"
+    for needed in (tarball, trees, upstream / "mirror"):
+        if not needed.exists():
+            raise PackError(f"{needed}: missing; the GPU run needs ONNX Runtime's source and mirror there")
+    build = {f"sources/{p.name}": p for p in (tarball, trees)}
+    build |= {f"mirror/{p.relative_to(upstream / 'mirror')}": p
+              for p in sorted((upstream / "mirror").rglob("*")) if p.is_file()}
+    debs = scratch / "debs"
+    debs.mkdir()
+    _run(["apt-get", "download", *DEBIAN_PACKAGES], debs)
+    build |= {f"debs/{p.name}": p for p in sorted(debs.glob("*.deb"))}
+    wheels = scratch / "wheels"
+    cores = [f"onnxruntime=={v}" for v in sorted(set(plan["cores"].values()))]
+    for requirement in [*cores, *TEST_TOOLS]:  # one at a time: pip refuses two versions of one project
+        _run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
+              "--only-binary=:all:", *WHEEL_TAGS, "-d", str(wheels), requirement], scratch)
+    tests = {f"wheels/{p.name}": p for p in sorted(wheels.glob("*.whl"))}
+    return build, tests
+
+
+def bundles(build: dict[str, Path], tests: dict[str, Path], limit: int) -> list[dict[str, Path]]:
+    """First fit, largest first: the build's inputs, then the tests' into the space left."""
+    packed: list[dict[str, Path]] = []
+    used: list[int] = []
+    for group in (build, tests):
+        for name, path in sorted(group.items(), key=lambda item: -item[1].stat().st_size):
+            size = path.stat().st_size
+            if size > limit:
+                raise PackError(f"{path}: {size} bytes, more than one call carries ({limit})")
+            slot = next((i for i, u in enumerate(used) if u + size <= limit), None)
+            if slot is None:
+                packed.append({})
+                used.append(0)
+                slot = len(packed) - 1
+            packed[slot][name] = path
+            used[slot] += size
+    return packed
+
+
+def write(dest: Path, packed: list[dict[str, Path]], plan: dict, build: dict[str, Path]) -> None:
+    staging = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    plan = plan | {
+        "bundles": [f"bundle-{i}" for i in range(1, len(packed) + 1)],
+        "build_inputs": sorted(build),
+        "test_inputs": sorted(name for bundle in packed for name in bundle if name not in build),
+    }
+    for number, bundle in enumerate(packed, start=1):
+        folder = staging / f"bundle-{number}"
+        for name, path in bundle.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, folder / name)
+    (staging / "bundle-1" / "plan.json").write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n")
+    shutil.rmtree(dest, ignore_errors=True)
+    staging.rename(dest)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shared", type=Path, default=bootstrap.REPO.parent / "shared",
+                        help="the folder whose upstream/ holds ORT's source, mirror and trees")
+    parser.add_argument("--dest", type=Path, default=bootstrap.REPO / ".device", help="where the bundles go")
+    args = parser.parse_args(argv)
+    try:
+        plan = build_plan(bootstrap.REPO)
+        with tempfile.TemporaryDirectory() as scratch:
+            build, tests = gather(args.shared.resolve(), plan, Path(scratch))
+            packed = bundles(build, tests, BUNDLE_LIMIT)
+            write(args.dest.resolve(), packed, plan, build)
+    except PackError as error:
+        print(f"pack: {error}", file=sys.stderr)
+        return 2
+    for number, bundle in enumerate(packed, start=1):
+        size = sum(p.stat().st_size for p in (args.dest / f"bundle-{number}").rglob("*") if p.is_file())
+        print(f"{args.dest / f'bundle-{number}'}: {len(bundle)} files, {size / MIB:.1f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -102,3 +102,12 @@ def test_load_fails_with_the_plugins_refusal_of_a_core_below_its_floor(below_flo
     assert result.returncode == 1
     refusal = 'ORT runtime version "1.24.1" is below the minimum required version "1.24.4".'
     assert f"{CORE_FAILURE}{refusal}" in result.stderr
+
+
+def test_load_gives_up_with_every_threads_stack_past_its_time_limit(newest_core):
+    # a limit no registration meets stands in for a check that hangs
+    result = load(newest_core, linux_library(WEBGPU), WEBGPU.ep_name, "--time-limit", "0.001")
+    assert result.returncode == 1
+    assert "Timeout (0:00:00" in result.stderr
+    assert f'File "{LOAD}"' in result.stderr
+    assert "ok " not in result.stdout

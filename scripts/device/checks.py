@@ -106,7 +106,7 @@ def _last_line(log: Path, pattern: str) -> str:
 
 # What a step's log says it did: devices found, where the model ran, how it ended.
 EVIDENCE = re.compile(r"^(devices |session |compare |Found \d|SKIP|OK: Inference|cuDNN libraries|onnxruntime \d|"
-                      r"FAILED|FAIL |ok |Timeout|.* timed out after|=+ .*(passed|failed|error).* =+$|\d+ (passed|failed))")
+                      r"FAILED|FAIL |ok[: ]|Timeout|.* timed out after|=+ .*(passed|failed|error).* =+$|\d+ (passed|failed))")
 
 
 def _evidence(log: Path) -> str:

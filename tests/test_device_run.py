@@ -1,0 +1,178 @@
+"""The GPU run's pieces that run here: scripts/device/pack.py's bundles, run.sh's staging, argument
+handling and time-limited steps, and checks.py's report. The build and the GPU steps run only on the
+GPU machine (README.md, "Building and testing the plugin on a GPU")."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FLOOR_CORE_VERSION, REPO, SHARED
+
+DEVICE = REPO / "scripts" / "device"
+sys.path.insert(0, str(DEVICE))
+import checks  # noqa: E402
+import pack  # noqa: E402
+
+
+def run_sh(top: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GPU_RUN_DIR": str(top), "OUT": str(top / "out")}
+    return subprocess.run(["bash", str(DEVICE / "run.sh"), *args], env=env, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=timeout)
+
+
+def steps(top: Path) -> list[list[str]]:
+    return [row.split("\t") for row in (top / "results" / "steps.tsv").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not (SHARED / "upstream" / "mirror").is_dir():
+        pytest.skip(f"{SHARED / 'upstream'} is not here: the bundles carry its source and mirror")
+    dest = tmp_path_factory.mktemp("device") / "bundles"
+    result = subprocess.run([sys.executable, str(DEVICE / "pack.py"), "--shared", str(SHARED), "--dest", str(dest)],
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return dest
+
+
+def bundle_files(bundles: Path) -> dict[str, list[str]]:
+    """Each bundle's files, by their path inside the bundle."""
+    return {folder.name: sorted(str(f.relative_to(folder)) for f in folder.rglob("*") if f.is_file())
+            for folder in sorted(bundles.iterdir())}
+
+
+@pytest.mark.network
+def test_each_bundle_fits_one_transfer_beside_the_checkout(bundles: Path) -> None:
+    for folder in bundles.iterdir():
+        size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        assert size <= pack.BUNDLE_LIMIT, f"{folder.name}: {size} bytes"
+    checkout = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    tracked = sum((REPO / name).stat().st_size for name in checkout.decode().split("\0") if (REPO / name).is_file())
+    assert tracked + pack.BUNDLE_LIMIT <= pack.CALL_LIMIT, f"the checkout is {tracked} bytes"
+
+
+@pytest.mark.network
+def test_every_input_the_plan_names_is_in_exactly_one_bundle(bundles: Path) -> None:
+    plan = json.loads((bundles / "bundle-1" / "plan.json").read_text())
+    carried = [name for files in bundle_files(bundles).values() for name in files if name != "plan.json"]
+    assert sorted(carried) == sorted(plan["build_inputs"] + plan["test_inputs"])
+    assert plan["bundles"] == sorted(bundle_files(bundles))
+
+
+@pytest.mark.network
+def test_the_plan_tests_the_floor_the_source_and_the_newest_core(bundles: Path) -> None:
+    plan = json.loads((bundles / "bundle-1" / "plan.json").read_text())
+    assert plan["cores"] == {"floor": FLOOR_CORE_VERSION, "source": plan["version"], "newest": pack.NEWEST_CORE}
+    wheels = {name.split("-")[1] for name in plan["test_inputs"] if name.startswith("wheels/onnxruntime-")}
+    assert wheels == set(plan["cores"].values())
+
+
+@pytest.mark.network
+def test_the_plan_carries_the_build_environment_rattler_build_renders(bundles: Path) -> None:
+    plan = json.loads((bundles / "bundle-1" / "plan.json").read_text())
+    # what build_ep_cuda.sh reads from its environment beyond rattler-build's own variables
+    assert {"CUDA_ARCHITECTURES", "ORT_MIN_CORE_VERSION", "PLUGIN_INSTALL_PATH", "PLUGIN_MANIFEST",
+            "NVCC_THREADS", "NVCC_GB_PER_THREAD", "CUDA_BUILD_JOBS"} <= set(plan["script_env"])
+    assert plan["script_env"]["ORT_MIN_CORE_VERSION"] == FLOOR_CORE_VERSION
+    assert all((REPO / "recipe" / patch).is_file() for patch in plan["patches"])
+
+
+def test_bundles_hold_the_build_inputs_before_any_bundle_of_test_inputs_alone(tmp_path: Path) -> None:
+    def files(group: str, sizes: dict[str, int]) -> dict[str, Path]:
+        made = {}
+        for name, size in sizes.items():
+            (tmp_path / group).mkdir(exist_ok=True)
+            (tmp_path / group / name).write_bytes(b"x" * size)
+            made[name] = tmp_path / group / name
+        return made
+
+    build = files("build", {"source": 6, "mirror": 5, "trees": 3})
+    tests = files("tests", {"core": 4, "tool": 2})
+    packed = pack.bundles(build, tests, limit=10)
+    assert all(sum(path.stat().st_size for path in bundle.values()) <= 10 for bundle in packed)
+    assert sorted(name for bundle in packed for name in bundle) == sorted([*build, *tests])
+    holding_build = [i for i, bundle in enumerate(packed) if set(bundle) & set(build)]
+    assert holding_build == list(range(len(holding_build)))
+
+
+def test_a_file_larger_than_one_transfer_is_refused_by_name(tmp_path: Path) -> None:
+    big = tmp_path / "big.whl"
+    big.write_bytes(b"x" * 11)
+    with pytest.raises(pack.PackError, match="big.whl: 11 bytes, more than one call carries"):
+        pack.bundles({}, {"wheels/big.whl": big}, limit=10)
+
+
+def test_staging_copies_a_bundle_and_start_needs_the_plan(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle-2" / "mirror"
+    bundle.mkdir(parents=True)
+    (bundle / "archive.zip").write_text("zip")
+    assert run_sh(tmp_path / "run", "stage", str(tmp_path / "bundle-2")).returncode == 0
+    assert (tmp_path / "run" / "stage" / "mirror" / "archive.zip").read_text() == "zip"
+    result = run_sh(tmp_path / "run", "start")
+    assert result.returncode == 2
+    assert f"{tmp_path / 'run' / 'stage' / 'plan.json'} is missing: stage bundle-1 first" in result.stderr
+
+
+@pytest.mark.parametrize("args", [["stage", "/no/such/bundle"], ["wait", "soon"], ["step", "x", "y", "true"],
+                                  ["bogus"], []], ids=lambda args: " ".join(args) or "nothing")
+def test_bad_arguments_get_the_usage_and_exit_2(tmp_path: Path, args: list[str]) -> None:
+    result = run_sh(tmp_path, *args)
+    assert result.returncode == 2
+    assert result.stderr.startswith("usage: ")
+
+
+def test_a_step_records_its_command_exit_status(tmp_path: Path) -> None:
+    assert run_sh(tmp_path, "step", "passes", "30", "true").returncode == 0
+    assert run_sh(tmp_path, "step", "fails", "30", "false").returncode == 0
+    assert [row[:2] for row in steps(tmp_path)] == [["passes", "0"], ["fails", "1"]]
+
+
+def test_a_step_past_its_limit_is_stopped_with_its_python_stack(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = run_sh(tmp_path, "step", "hangs", "2", sys.executable, "-c", "import time\ntime.sleep(300)")
+    assert result.returncode == 0 and time.monotonic() - started < 60
+    assert steps(tmp_path)[0][:2] == ["hangs", "124"]
+    log = (tmp_path / "results" / "hangs.log").read_text()
+    assert "Fatal Python error: Aborted" in log and 'File "<string>", line 2' in log
+    assert log.rstrip().endswith("hangs: timed out after 2 s")
+
+
+def junit(cases: dict[str, str]) -> str:
+    body = {"passed": "", "failed": '<failure message="wrong"/>', "skipped": '<skipped message="no"/>'}
+    return "<testsuite>" + "".join(
+        f'<testcase classname="test_cuda_plugin_ep.TestCudaPluginEP" name="{name}">{body[outcome]}</testcase>'
+        for name, outcome in cases.items()) + "</testsuite>"
+
+
+def test_the_report_compares_the_operator_suite_between_cores(tmp_path: Path) -> None:
+    (tmp_path / "stage").mkdir()
+    (tmp_path / "stage" / "plan.json").write_text(json.dumps({
+        "version": "1.30.0", "cuda": "13.0",
+        "overrides": {"env": {"CUDA_BUILD_JOBS": ["16", "16 cores"]}, "cmake_args": [["-DX=ON", "why"]]}}))
+    suite = tmp_path / "work" / "src" / checks.OPERATOR_SUITE
+    suite.parent.mkdir(parents=True)
+    suite.write_text('def make(): return "com.microsoft"\n'
+                     "class T:\n    def test_contrib(self): make()\n    def test_plain(self): pass\n")
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "operators-1.24.4.xml").write_text(junit({"test_contrib": "failed", "test_plain": "passed"}))
+    (results / "operators-1.32.0.xml").write_text(junit({"test_contrib": "passed", "test_plain": "passed"}))
+    (results / "steps.tsv").write_text("binary\t0\t1\n")
+    (results / "binary.log").write_text("ok: exports CreateEpFactories, ReleaseEpFactory\n")
+
+    assert checks.main(["report", str(tmp_path)]) == 0
+
+    report = (results / "report.md").read_text()
+    assert "- `CUDA_BUILD_JOBS=16`: 16 cores" in report and "- `-DX=ON` in CMAKE_ARGS: why" in report
+    assert "| binary | 0 | 1 | ok: exports CreateEpFactories, ReleaseEpFactory |" in report
+    assert "| operators-1.24.4 | 1 | 1 | 0 | 0 | 0 of 1 |" in report
+    assert "| operators-1.32.0 | 2 | 0 | 0 | 0 | 1 of 1 |" in report
+    assert "Cases whose outcome differs between runs: 1 of 2" in report
+    assert "- TestCudaPluginEP.test_contrib: operators-1.24.4: failed; operators-1.32.0: passed" in report

@@ -120,6 +120,25 @@ def test_staging_copies_a_bundle_and_start_needs_the_plan(tmp_path: Path) -> Non
     assert f"{tmp_path / 'run' / 'stage' / 'plan.json'} is missing: stage bundle-1 first" in result.stderr
 
 
+def test_start_leaves_a_pipeline_waiting_for_its_inputs_and_refuses_a_second_one(tmp_path: Path) -> None:
+    top = tmp_path / "run"
+    bundle = tmp_path / "bundle-1"
+    bundle.mkdir()
+    (bundle / "plan.json").write_text(json.dumps({"build_inputs": ["sources/not-staged-yet.tar.zst"]}))
+    assert run_sh(top, "stage", str(bundle)).returncode == 0
+    try:
+        assert run_sh(top, "start").returncode == 0
+        deadline = time.monotonic() + 30
+        while "waiting for the build's inputs" not in (top / "results" / "progress.txt").read_text():
+            assert time.monotonic() < deadline, (top / "results" / "progress.txt").read_text()
+            time.sleep(0.5)
+        second = run_sh(top, "start")
+        assert second.returncode == 2
+        assert f"a pipeline is running in {top} already" in second.stderr
+    finally:
+        subprocess.run(["pkill", "-f", f"{top}/repo/scripts/device/run.sh pipeline"], check=False)
+
+
 @pytest.mark.parametrize("args", [["stage", "/no/such/bundle"], ["wait", "soon"], ["step", "x", "y", "true"],
                                   ["bogus"], []], ids=lambda args: " ".join(args) or "nothing")
 def test_bad_arguments_get_the_usage_and_exit_2(tmp_path: Path, args: list[str]) -> None:

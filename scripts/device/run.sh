@@ -304,6 +304,11 @@ case "${1:-}" in
             echo "ERROR: ${plan} is missing: stage bundle-1 first" >&2
             exit 2
         fi
+        # the bracket keeps pgrep from matching a command line that merely quotes this pattern
+        if pgrep -f "[${top:0:1}]${top:1}/repo/scripts/device/run.sh pipeline" >/dev/null; then
+            echo "ERROR: a pipeline is running in ${top} already; wait for it, or stop it first" >&2
+            exit 2
+        fi
         mkdir -p "${results}"
         # the pipeline runs from a copy: a later call replaces the checkout under it
         rm -rf "${top}/repo"

@@ -22,13 +22,19 @@ import bootstrap  # noqa: E402
 
 bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
-from feedstock import ci_support, files, hand_edits, inputs, rendering  # noqa: E402
-from feedstock.errors import InputError  # noqa: E402
+from feedstock import architectures, ci_support, files, hand_edits, inputs, rendering  # noqa: E402
+from feedstock.errors import InputError, Problem  # noqa: E402
 
 
 def generate(root: Path) -> list[rendering.GeneratedFile]:
     config, bot = inputs.load(root)
     jobs = ci_support.load_jobs(root)
+    listed = {c.version: c.architectures for c in config.cuda_versions}
+    unbuildable = [Problem(migration, "cuda_compiler_version", architectures.missing_list(version, listed))
+                   for migration, versions in ci_support.migrated_cuda_versions(root).items()
+                   for version in versions if version not in config.cuda_lists.by_version]
+    if unbuildable:
+        raise InputError.of(unbuildable)
     readme_path = root / rendering.README
     readme = readme_path.read_text(encoding="utf-8") if readme_path.exists() else ""
     return rendering.render_all(config, bot, jobs, readme)

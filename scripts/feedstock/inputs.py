@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .architectures import NVCC_ARCHITECTURES, CudaLists, cuda_lists, number
+from .architectures import problems as architecture_problems
 from .errors import InputError, Problem
 from .reader import Node, load_yaml
 
@@ -118,6 +120,11 @@ class Config:
     def cuda_platforms(self) -> tuple[Platform, ...]:
         return tuple(p for p in self.platforms if p.cuda)
 
+    @property
+    def cuda_lists(self) -> CudaLists:
+        """The architecture list of every CUDA version the recipe builds, listed or derived."""
+        return cuda_lists({c.version: c.architectures for c in self.cuda_versions})
+
 
 @dataclass(frozen=True)
 class BotFields:
@@ -188,23 +195,29 @@ def _platforms(node: Node) -> tuple[Platform, ...]:
     return tuple(platforms)
 
 
-def _architectures(node: Node) -> tuple[str, ...]:
+def _architectures(node: Node, version: str, platform: str) -> tuple[str, ...]:
     """One platform's list, lowest architecture first, each once: the order ORT compiles them in."""
     items = node.items()
     archs = [item.text(CUDA_ARCH, "a CUDA architecture like 80-real or 120") for item in items]
     _distinct(items, archs)
-    numbered = [(item, arch, int(re.match(r"\d+", arch).group())) for item, arch in zip(items, archs) if arch]
+    numbered = [(item, arch, number(arch)) for item, arch in zip(items, archs) if arch]
     for (_, before, low), (item, arch, high) in zip(numbered, numbered[1:]):
         if high < low:
             item.report(f"{arch!r} comes after {before!r}; list architectures from the lowest up")
+    if version in NVCC_ARCHITECTURES:
+        valid = [(item, arch) for item, arch in zip(items, archs) if arch]
+        for index, problem in architecture_problems(version, platform, tuple(arch for _, arch in valid)):
+            valid[index][0].report(problem)
     return tuple(arch for arch in archs if arch is not None)
 
 
 def _cuda_versions(node: Node, cuda_platforms: set[str]) -> tuple[CudaVersion, ...]:
     versions = []
     for version, entry in node.entries().items():
-        if not re.fullmatch(r"\d+\.\d+", version):
-            entry.report(f"{version!r} is not a CUDA version like 12.9")
+        if version not in NVCC_ARCHITECTURES:
+            entry.report(f"{version!r} is not a CUDA release whose nvcc this feedstock knows (known: "
+                         f"{', '.join(NVCC_ARCHITECTURES)}); a new one needs its row in NVCC_ARCHITECTURES "
+                         "(scripts/feedstock/architectures.py)")
         arch_lists = entry.mapping({"architectures"})["architectures"]
         by_platform = arch_lists.entries()
         for platform in sorted(cuda_platforms - set(by_platform)) if by_platform else ():
@@ -213,7 +226,7 @@ def _cuda_versions(node: Node, cuda_platforms: set[str]) -> tuple[CudaVersion, .
         for platform_name, archs in by_platform.items():
             if platform_name not in cuda_platforms:
                 archs.report("not a CUDA platform of this feedstock")
-            architectures[platform_name] = _architectures(archs)
+            architectures[platform_name] = _architectures(archs, version, platform_name)
         versions.append(CudaVersion(version, architectures))
     return tuple(versions)
 

@@ -83,21 +83,39 @@ def ort_cuda_architectures(archs: tuple[str, ...]) -> str:
     return ";".join(f"{a}-real;{a}-virtual" if a.isdigit() else a for a in archs)
 
 
+def _one_of(variable: str, values: list[str]) -> str:
+    if len(values) == 1:
+        return f'{variable} == "{values[0]}"'
+    return f"{variable} in [" + ", ".join(f'"{v}"' for v in values) + "]"
+
+
 def cuda_architectures_expression(config: Config) -> str:
     """A rattler-build expression choosing the architecture list by CUDA version and platform."""
-    branches = []
     all_cuda = [p.name for p in config.cuda_platforms]
-    for cuda in config.cuda_versions:
+    where: dict[tuple[str, ...], dict[tuple[str, ...], list[str]]] = {}
+    for version, lists in config.cuda_lists.by_version.items():
         by_list: dict[tuple[str, ...], list[str]] = {}
         for platform in all_cuda:
-            by_list.setdefault(cuda.architectures[platform], []).append(platform)
+            by_list.setdefault(lists[platform], []).append(platform)
         for archs, platforms in by_list.items():
-            condition = f'cuda_compiler_version == "{cuda.version}"'
-            only_some = _platform_condition(tuple(platforms)) if len(platforms) < len(all_cuda) else None
-            if only_some:
-                condition += " and " + only_some
-            branches.append(f'"{ort_cuda_architectures(archs)}" if {condition}')
+            where.setdefault(archs, {}).setdefault(tuple(platforms), []).append(version)
+    branches = []
+    for archs, versions_by_platforms in where.items():
+        conditions = []
+        for platforms, versions in versions_by_platforms.items():
+            condition = _one_of("cuda_compiler_version", versions)
+            if len(platforms) < len(all_cuda):
+                condition += " and " + _one_of("target_platform", list(platforms))
+            conditions.append(condition)
+        joined = conditions[0] if len(conditions) == 1 else " or ".join(f"({c})" for c in conditions)
+        branches.append(f'"{ort_cuda_architectures(archs)}" if {joined}')
     return " else ".join(branches) + ' else ""'
+
+
+def plugin_skip(config: Config) -> str:
+    """Skip the plugin for every CUDA version without an architecture list (None included): conda-smithy
+    then writes no job for a version the config dropped."""
+    return "cuda_compiler_version not in [" + ", ".join(f'"{v}"' for v in config.cuda_lists.by_version) + "]"
 
 
 def platform_skip(config: Config) -> str:
@@ -119,16 +137,22 @@ def python_skips(config: Config) -> list[str]:
 
 
 def python_is_built(config: Config, python: str) -> bool:
-    """What the recipe's python_skips leave: `3.12` is built when it lies in the config's range."""
-    version = _version(python)
+    """What the recipe's python_skips leave: `3.12` (or free-threaded `3.14t`) is built when it lies in the
+    config's range."""
+    version = _version(python.removesuffix("t"))
     below = version < _version(config.python_minimum)
     above = config.python_maximum is not None and version > _version(config.python_maximum)
     return not below and not above
 
 
-def outputs_built(job: CiJob) -> tuple[str, ...]:
-    """The recipe's skip rules: the plugin only with CUDA, the CPU outputs only without."""
-    return ("plugin",) if job.cuda_version else ("cpp", "python")
+def outputs_built(config: Config, job: CiJob) -> tuple[str, ...]:
+    """The recipe's skip rules: the plugin only for a CUDA version with an architecture list, the CPU outputs
+    only without CUDA, nothing on a platform the config does not list."""
+    if job.platform not in {p.name for p in config.platforms}:
+        return ()
+    if job.cuda_version is None:
+        return ("cpp", "python")
+    return ("plugin",) if config.cuda_lists.get(job.cuda_version, job.platform) else ()
 
 
 def plugin_manifest(config: Config, family: str) -> str:
@@ -165,6 +189,7 @@ def render_recipe(config: Config, bot: BotFields) -> str:
         cuda_architectures_expr=cuda_architectures_expression(config),
         cpu_tag=CPU_TAG,
         platform_skip=platform_skip(config),
+        plugin_skip=plugin_skip(config),
         python_skips=python_skips(config),
         plugin=described["plugin"],
         cpp=described["cpp"],
@@ -182,32 +207,37 @@ def render_variants(config: Config) -> str:
     return _environment().get_template("variants.yaml.j2").render(command=COMMAND, config=config)
 
 
-def render_matrix_table(config: Config, bot: BotFields, jobs: list[CiJob]) -> str:
+def render_matrix_table(config: Config, jobs: list[CiJob]) -> str:
+    """The jobs conda-smithy wrote and what each builds. Nothing here depends on the version or the build
+    number, which the autotick bot changes without running a render."""
     rows = ["| `.ci_support` config | builds | CUDA | GPU architectures (SASS; PTX for the last) | Python |",
             "|---|---|---|---|---|"]
     names = {"plugin": config.plugin.name, "cpp": config.cpp.name, "python": config.python_package.name}
-    pythons = {job.name: [p for p in job.pythons if python_is_built(config, p)] if "python" in outputs_built(job)
+    built = {job.name: outputs_built(config, job) for job in jobs}
+    pythons = {job.name: [p for p in job.pythons if python_is_built(config, p)] if "python" in built[job.name]
                else [] for job in jobs}
+    archs = {job.name: config.cuda_lists.get(job.cuda_version, job.platform) or () if "plugin" in built[job.name]
+             else () for job in jobs}
     for job in jobs:
-        archs = next((c.architectures[job.platform] for c in config.cuda_versions if c.version == job.cuda_version), ())
+        derived = config.cuda_lists.derived_from.get(job.cuda_version or "")
         rows.append(" | ".join([
             f"| `{job.name}`",
-            ", ".join(f"`{names[o]}`" for o in outputs_built(job)),
+            ", ".join(f"`{names[o]}`" for o in built[job.name])
+            or "nothing: the recipe skips it, and `conda-smithy rerender` removes this job",
             job.cuda_version or "—",
-            " ".join(a.removesuffix("-real") for a in archs) or "—",
+            " ".join(a.removesuffix("-real") for a in archs[job.name]) + (f" (from {derived}'s)" if derived else "")
+            if archs[job.name] else "—",
             ", ".join(pythons[job.name]) or "—",
         ]) + " |")
-    cuda_jobs = [job for job in jobs if job.cuda_version]
-    cpu_jobs = [job for job in jobs if not job.cuda_version]
-    arch_builds = sum(len(next(c.architectures[job.platform] for c in config.cuda_versions
-                               if c.version == job.cuda_version)) for job in cuda_jobs)
-    python_builds = sum(len(pythons[job.name]) for job in cpu_jobs)
+    cuda_jobs = [job for job in jobs if "plugin" in built[job.name]]
+    cpu_jobs = [job for job in jobs if "cpp" in built[job.name]]
     summary = (
-        f"ONNX Runtime {bot.version}, build {bot.number}: {len(jobs)} jobs. A release costs "
-        f"{len(cuda_jobs)} CUDA compilations of the plugin ({arch_builds} GPU architecture passes in all), "
+        f"{len(cuda_jobs) + len(cpu_jobs)} jobs. A release costs "
+        f"{len(cuda_jobs)} CUDA compilations of the plugin "
+        f"({sum(len(archs[job.name]) for job in cuda_jobs)} GPU architecture passes in all), "
         f"and {len(cpu_jobs)} CPU jobs, each building the C/C++ library once and the Python package once "
-        f"per Python ({python_builds} Python builds in all). Python versions listed in a CUDA config are "
-        "not looped over: "
+        f"per Python ({sum(len(pythons[job.name]) for job in cpu_jobs)} Python builds in all; `t` marks a "
+        "free-threaded Python). Python versions listed in a CUDA config are not looped over: "
         "conda-smithy writes every key any output reads into every file, and the plugin reads none."
     )
     return "\n".join([MATRIX_BEGIN, "", summary, "", *rows, "", MATRIX_END])
@@ -228,5 +258,5 @@ def render_all(config: Config, bot: BotFields, jobs: list[CiJob], readme: str) -
     files += [GeneratedFile(f"recipe/ep-plugins/{family}/{config.plugin.name}.json", plugin_manifest(config, family))
               for family in ("unix", "win")]
     files.append(GeneratedFile(HELPER_MANIFEST, plugin_manifest(config, "unix")))
-    files.append(GeneratedFile(README, splice_readme(readme, render_matrix_table(config, bot, jobs))))
+    files.append(GeneratedFile(README, splice_readme(readme, render_matrix_table(config, jobs))))
     return files

@@ -40,19 +40,20 @@ def generate(root: Path) -> list[rendering.GeneratedFile]:
     return rendering.render_all(config, bot, jobs, readme)
 
 
-def lost_hand_edit(root: Path, change: files.Plan) -> list[str]:
-    """One line per key of a hand-edited recipe that the planned render would change."""
-    recipe = next((f for f in change.write if f.path == inputs.RECIPE), None)
-    current = files.read(root, inputs.RECIPE)
-    if recipe is None or current is None or not hand_edits.is_hand_edited(current):
-        return []
-    if hand_edits.same_apart_from_stamp(current, recipe.text):
-        return []
-    lines = [f"{inputs.RECIPE}: {key}: edited by hand, and a render would change it"
-             for key in hand_edits.edited_keys(current, recipe.text)]
-    lines.append(f"{inputs.RECIPE}: (file): edited by hand since it was rendered, so nothing was written (the diff "
-                 f"shows what would be lost): make the edit in {inputs.CONFIG} or {rendering.TEMPLATE}, or drop "
-                 f"it with `{rendering.COMMAND} --force`")
+def lost_hand_edits(root: Path, change: files.Plan) -> list[str]:
+    """One line per key of a hand-edited generated file that the planned render would change."""
+    rendered = {f.path: f.text for f in change.write}
+    current = {path: files.read(root, path) for path in rendered if path != rendering.README}
+    templates = {inputs.RECIPE: rendering.TEMPLATE, rendering.VARIANTS: rendering.VARIANTS_TEMPLATE}
+    lines = []
+    for path in hand_edits.hand_edited(files.read(root, inputs.RECIPE), current):
+        if path in rendered and hand_edits.body(path, current[path]) != hand_edits.body(path, rendered[path]):
+            lines += [f"{path}: {key}: edited by hand, and a render would change it"
+                      for key in hand_edits.edited_keys(current[path], rendered[path])]
+            where = f"{inputs.CONFIG} or {templates[path]}" if path in templates else inputs.CONFIG
+            lines.append(f"{path}: (file): edited by hand since it was rendered, so nothing was written (the diff "
+                         f"shows what would be lost): make the edit in {where}, or drop it with "
+                         f"`{rendering.COMMAND} --force`")
     return lines
 
 
@@ -74,10 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         stale = [f.path for f in change.write] + list(change.remove)
         print(f"stale: {', '.join(stale)}; run `{rendering.COMMAND}`", file=sys.stderr)
         return 1
-    lost = [] if args.force else lost_hand_edit(args.root, change)
+    lost = [] if args.force else lost_hand_edits(args.root, change)
     if lost:
-        recipe = files.Plan(tuple(f for f in change.write if f.path == inputs.RECIPE), ())
-        sys.stdout.write(files.diff(args.root, recipe))
+        edited = {line.split(": ", 1)[0] for line in lost}
+        sys.stdout.write(files.diff(args.root, files.Plan(tuple(f for f in change.write if f.path in edited), ())))
         print("\n".join(lost), file=sys.stderr)
         return 2
     try:

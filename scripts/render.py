@@ -30,11 +30,16 @@ def generate(root: Path) -> list[rendering.GeneratedFile]:
     config, bot = inputs.load(root)
     jobs = ci_support.load_jobs(root)
     listed = {c.version: c.architectures for c in config.cuda_versions}
-    unbuildable = [Problem(migration, "cuda_compiler_version", architectures.missing_list(version, listed))
-                   for migration, versions in ci_support.migrated_cuda_versions(root).items()
-                   for version in versions if version not in config.cuda_lists.by_version]
-    if unbuildable:
-        raise InputError.of(unbuildable)
+    problems = [Problem(migration, "cuda_compiler_version", architectures.missing_list(version, listed))
+                for migration, versions in ci_support.migrated_cuda_versions(root).items()
+                for version in versions if version not in config.cuda_lists.by_version]
+    offered = sorted({p for job in jobs if "python" in rendering.outputs_built(config, job) for p in job.pythons})
+    if offered and not [p for p in offered if rendering.python_is_built(config, p)]:
+        problems.append(Problem(inputs.CONFIG, "python", f"the range {config.python_minimum} to "
+                                f"{config.python_maximum or 'the newest'} leaves out every Python the .ci_support "
+                                f"jobs offer ({', '.join(offered)}), so no Python package would be built"))
+    if problems:
+        raise InputError.of(problems)
     readme_path = root / rendering.README
     readme = readme_path.read_text(encoding="utf-8") if readme_path.exists() else ""
     return rendering.render_all(config, bot, jobs, readme)
@@ -63,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="overwrite a hand edit of the recipe")
     parser.add_argument("--root", type=Path, default=bootstrap.REPO, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    # the diffs and messages quote the files, which are UTF-8: on a console that cannot show a character,
+    # show its escape rather than fail
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(errors="backslashreplace")
     try:
         change = files.plan(args.root, generate(args.root))
     except InputError as exc:

@@ -20,6 +20,7 @@ from .reader import Node, load_yaml
 
 CONFIG = "config/feedstock.yaml"
 RECIPE = "recipe/recipe.yaml"
+CONDA_FORGE_YML = "conda-forge.yml"
 # rattler-build applies a source's patches from the recipe's folder.
 PATCH_DIR = "recipe"
 
@@ -174,15 +175,23 @@ def _distinct(nodes: list[Node], values: list[str | None], *, ignore_case: bool 
             first[seen] = node.key
 
 
-def _platforms(node: Node) -> tuple[Platform, ...]:
+def _build_platforms(root: Path) -> dict[str, str]:
+    """conda-forge.yml's build_platform: the platform whose machines build a target (linux-aarch64 on
+    linux-64). conda-smithy reads it there, so the config does not repeat it."""
+    forge = load_yaml(root / CONDA_FORGE_YML, CONDA_FORGE_YML)
+    mapping = (forge.get("build_platform") if isinstance(forge, dict) else None) or {}
+    return {target.replace("_", "-", 1): str(build).replace("_", "-", 1) for target, build in mapping.items()}
+
+
+def _platforms(node: Node, build_platforms: dict[str, str]) -> tuple[Platform, ...]:
     platforms = []
     for name, entry in node.entries().items():
         if name not in KNOWN_PLATFORMS:
             entry.report(f"unknown platform (known: {', '.join(KNOWN_PLATFORMS)})")
             continue
-        optional = {"cuda", "build_platform", "macos_sdk"}
+        optional = {"cuda", "macos_sdk"}
         fields = entry.mapping(optional, optional=optional) if entry.value is not None else {}
-        build_platform = fields["build_platform"].choice(KNOWN_PLATFORMS) if "build_platform" in fields else name
+        build_platform = build_platforms.get(name, name)
         cuda = fields["cuda"].flag() if "cuda" in fields else True
         macos_sdk = None
         if "macos_sdk" in fields:
@@ -190,7 +199,10 @@ def _platforms(node: Node) -> tuple[Platform, ...]:
                 macos_sdk = fields["macos_sdk"].text(r"\d+\.\d+", "a macOS SDK version like 13.3")
             else:
                 fields["macos_sdk"].report("only macOS platforms have a macOS SDK")
-        if build_platform is not None and cuda is not None:
+        if macos_sdk is not None and any(p.macos_sdk for p in platforms):
+            fields["macos_sdk"].report("only one macOS platform may set it: recipe/variants.yaml can select the "
+                                       "SDK by OS (osx) only, so a second one would give MACOSX_SDK_VERSION twice")
+        if cuda is not None:
             platforms.append(Platform(name, cuda, build_platform, macos_sdk))
     return tuple(platforms)
 
@@ -287,10 +299,17 @@ def _patches(node: Node, root: Path) -> tuple[str | None, ...]:
     items = node.items(allow_empty=True)
     patches = [_relative_path(item, f"{PATCH_DIR}/") for item in items]
     for item, patch in zip(items, patches):
-        if patch is not None and not (root / PATCH_DIR / patch).is_file():
-            item.report(f"{PATCH_DIR}/{patch} does not exist")
+        if patch is not None and not _is_file(root / PATCH_DIR / patch):
+            item.report(f"{PATCH_DIR}/{patch[:80]}{'...' if len(patch) > 80 else ''} does not exist")
     _distinct(items, patches)
     return tuple(patches)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long for the file system, say: no such file either
+        return False
 
 
 def _python(node: Node) -> tuple[str | None, str | None, tuple[str | None, ...]]:
@@ -338,7 +357,7 @@ def load_config(root: Path) -> Config:
     source = fields["source"].mapping({"url", "patches"})
     cudnn = fields["cudnn"].mapping({"major", "as"})
     cuda = fields["cuda"].mapping({"nvcc_threads", "nvcc_gb_per_thread", "build_jobs", "versions"})
-    platforms = _platforms(fields["platforms"])
+    platforms = _platforms(fields["platforms"], _build_platforms(root))
     maintainer_items = fields["maintainers"].items()
     maintainers = [item.text(r"[A-Za-z0-9][A-Za-z0-9-]*", "a GitHub handle") for item in maintainer_items]
     # GitHub handles are case-insensitive: two spellings are one person

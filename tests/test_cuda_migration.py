@@ -140,6 +140,7 @@ def test_dropping_a_cuda_version_takes_its_jobs_away_with_no_hand_deletion(conda
     assert "12.9" not in (root / "README.md").read_text().split("<!-- build matrix")[1]
     assert render(root, "--check").returncode == 0
     _git(root, "add", "--all")
+    _git(root, "commit", "--quiet", "-m", "drop CUDA 12.9")
     rerender(conda_smithy, root)
     assert _git(root, "status", "--porcelain", "--untracked-files=all") == ""
 

@@ -7,6 +7,7 @@ import importlib.metadata
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -588,3 +589,38 @@ def test_a_free_threaded_python_is_built_and_shown_as_such(feedstock: Path) -> N
     built = [r.build_string for r in rattler_render(feedstock / RECIPE, free_threaded, "osx-arm64", "osx-arm64")
              if r.name == "onnxruntime"]
     assert len(built) == 1 and built[0].startswith("py314"), built
+
+
+# Put on PYTHONPATH, this makes each of a render's renames take a while, so that a signal can be sent
+# while the render swaps its files in.
+SLOW_RENAMES = """import os, time
+_replace = os.replace
+def _slow_replace(*args, **kwargs):
+    time.sleep(0.3)
+    return _replace(*args, **kwargs)
+os.replace = _slow_replace
+"""
+
+
+def test_a_render_stopped_while_it_swaps_its_files_in_leaves_the_new_tree(feedstock: Path, tmp_path: Path) -> None:
+    config = feedstock / "config" / "feedstock.yaml"
+    # a change that every generated file but the README follows
+    config.write_text(config.read_text().replace("name: onnxruntime-ep-cuda\n", "name: onnxruntime-ep-cuda-renamed\n"))
+    finished = tmp_path / "finished"
+    shutil.copytree(feedstock, finished)
+    assert render(finished).returncode == 0
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(SLOW_RENAMES)
+    recipe = feedstock / RECIPE
+    before = recipe.read_bytes()
+    process = subprocess.Popen([sys.executable, str(feedstock / "scripts" / "render.py")], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "PYTHONPATH": str(hooks)})
+    deadline = time.monotonic() + 60
+    while recipe.read_bytes() == before and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGTERM)  # the first file is in; the others follow one every 0.3 s
+    # the signal ended the render, after it had swapped every file in
+    assert process.wait(timeout=60) == -signal.SIGTERM
+    assert snapshot(feedstock) == snapshot(finished)

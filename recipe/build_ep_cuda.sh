@@ -21,8 +21,8 @@ cuda_root="${PREFIX}/targets/${cuda_target}"
 # (recipe/recipe.yaml has none for a CUDA version the config neither lists nor derives one for)
 if [[ ! "${CUDA_ARCHITECTURES:-}" =~ ^[0-9]+(-real|-virtual)?(\;[0-9]+(-real|-virtual)?)*$ ]]; then
     echo "ERROR: CUDA_ARCHITECTURES='${CUDA_ARCHITECTURES:-}' is not a list like 75-real;80-real;121, so the" \
-        "recipe has no GPU architecture list for CUDA ${CUDA_COMPILER_VERSION}: add" \
-        "cuda.versions.\"${CUDA_COMPILER_VERSION}\" to config/feedstock.yaml and re-render" >&2
+        "recipe has no GPU architecture list for CUDA ${CUDA_COMPILER_VERSION:-}: add" \
+        "cuda.versions.\"${CUDA_COMPILER_VERSION:-}\" to config/feedstock.yaml and re-render" >&2
     exit 1
 fi
 

@@ -109,8 +109,8 @@ def test_a_migration_to_a_cuda_the_rule_cannot_derive_is_named_by_render(conda_s
         result = render(root, *args)
         assert (result.returncode, result.stderr) == (2, (
             ".ci_support/migrations/cuda136.yaml: cuda_compiler_version: CUDA 13.6 has no GPU architecture list: add "
-            'cuda.versions."13.6" to config/feedstock.yaml, and the architectures its nvcc accepts (`nvcc '
-            "--list-gpu-code`) to NVCC_ARCHITECTURES in scripts/feedstock/architectures.py\n"))
+            "what its nvcc compiles for (`nvcc --list-gpu-code`) to NVCC_ARCHITECTURES in "
+            "scripts/feedstock/architectures.py, and its list follows CUDA 13.0's\n"))
 
 
 def _drop(root: Path, pattern: str, replacement: str = "") -> None:

@@ -95,14 +95,14 @@ def cuda_lists(listed: dict[str, dict[str, tuple[str, ...]]]) -> CudaLists:
 
 
 def missing_list(version: str, listed: dict[str, dict[str, tuple[str, ...]]]) -> str:
-    """Why CUDA `version` has no list, and what to add: a config entry, or a facts row and then the rule."""
-    if version not in NVCC_ARCHITECTURES:
-        return (f"CUDA {version} has no GPU architecture list: add cuda.versions.\"{version}\" to config/feedstock.yaml, "
-                f"and the architectures its nvcc accepts (`nvcc --list-gpu-code`) to NVCC_ARCHITECTURES in "
-                f"scripts/feedstock/architectures.py")
+    """Why CUDA `version` has no list, and what to add so that it gets one."""
+    facts = ("what its nvcc compiles for (`nvcc --list-gpu-code`) to NVCC_ARCHITECTURES in "
+             "scripts/feedstock/architectures.py")
     newest = max((v for v in listed if _version(v)[0] == _version(version)[0]), key=_version, default=None)
-    if newest is None:
-        return (f"CUDA {version} has no GPU architecture list: config/feedstock.yaml lists no CUDA "
-                f"{_version(version)[0]} version; add cuda.versions.\"{version}\" to it")
-    return (f"CUDA {version} has no GPU architecture list: it is older than the config's CUDA {newest}; add "
-            f"cuda.versions.\"{version}\" to config/feedstock.yaml to build it")
+    if newest is not None and _version(newest) < _version(version):
+        return f"CUDA {version} has no GPU architecture list: add {facts}, and its list follows CUDA {newest}'s"
+    why = f"the config lists no CUDA {_version(version)[0]}" if newest is None else \
+        f"it is older than the config's CUDA {newest}"
+    config = f"cuda.versions.\"{version}\" to config/feedstock.yaml"
+    return (f"CUDA {version} has no GPU architecture list: {why}; add "
+            f"{config if version in NVCC_ARCHITECTURES else facts + ', and ' + config}")

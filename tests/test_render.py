@@ -17,7 +17,6 @@ from typing import Callable
 
 import bootstrap
 import pytest
-import yaml
 
 from conftest import FLOOR_CORE_VERSION, REPO
 from feedstock.reader import parse_yaml
@@ -570,25 +569,6 @@ def test_a_hand_edit_of_a_plugin_manifest_is_refused(feedstock: Path, manifest: 
     assert snapshot(feedstock) == before
     assert render(feedstock, "--force").returncode == 0
     assert '"manifest_version": 1' in path.read_text()
-
-
-def test_a_free_threaded_python_is_built_and_shown_as_such(feedstock: Path) -> None:
-    """conda-forge's python314t migration adds `3.14.* *_cp314t` to the CPU jobs; upstream publishes
-    free-threaded wheels (onnxruntime 1.30.0 cp314t on PyPI), so this feedstock builds it too."""
-    from rattler_render import render as rattler_render
-
-    job = feedstock / ".ci_support" / "osx_arm64_.yaml"
-    lists = parse_yaml(job.read_text(), "job")
-    lists["python"].append("3.14.* *_cp314t")
-    job.write_text(yaml.safe_dump(lists))
-    assert render(feedstock).returncode == 0
-    readme = (feedstock / "README.md").read_text()
-    assert "| `osx_arm64_` | `onnxruntime-cpp`, `onnxruntime` | — | — | 3.11, 3.12, 3.13, 3.14, 3.14t |" in readme
-    assert "(17 Python builds in all;" in readme
-    free_threaded = {**lists, "python": ["3.14.* *_cp314t"], "is_freethreading": ["true"]}
-    built = [r.build_string for r in rattler_render(feedstock / RECIPE, free_threaded, "osx-arm64", "osx-arm64")
-             if r.name == "onnxruntime"]
-    assert len(built) == 1 and built[0].startswith("py314"), built
 
 
 # Put on PYTHONPATH, this makes each of a render's renames take a while, so that a signal can be sent

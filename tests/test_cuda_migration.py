@@ -44,7 +44,8 @@ def add_migration(root: Path, smithy: Smithy, tmp_path: Path, version: str) -> P
     and in a copy of the pinning; returns that pinning."""
     model = (REPO / ".ci_support" / "migrations" / f"cuda{LISTED.replace('.', '')}.yaml").read_text()
     migration = root / ".ci_support" / "migrations" / f"cuda{version.replace('.', '')}.yaml"
-    text = model.replace(f"  - {LISTED}   ", f"  - {version}   ").replace(f"Upgrade to CUDA {LISTED}", f"Upgrade to CUDA {version}")
+    text = model.replace(f"  - {LISTED}   ", f"  - {version}   ")
+    text = text.replace(f"Upgrade to CUDA {LISTED}", f"Upgrade to CUDA {version}")
     text = text.replace("      - 13.0\n", f"      - 13.0\n      - {version}\n", 1)
     text = re.sub(r"(?m)^migrator_ts: \d+$", "migrator_ts: 1790000000", text)
     assert text.count(f"- {version}") == 2, text
@@ -132,7 +133,8 @@ def _sequence(smithy: Smithy, root: Path) -> list[tuple[str, int, str]]:
     return steps
 
 
-def test_dropping_a_cuda_version_takes_its_jobs_away_with_no_hand_deletion(conda_smithy: Smithy, tmp_path: Path) -> None:
+def test_dropping_a_cuda_version_takes_its_jobs_away_with_no_hand_deletion(conda_smithy: Smithy,
+                                                                             tmp_path: Path) -> None:
     root = _clean_copy(tmp_path)
     _drop(root, r'^    "12\.9":\n(?:(?:      |        |        #).*\n)+')
     assert [code for _, code, _ in _sequence(conda_smithy, root)] == [0, 0, 0]

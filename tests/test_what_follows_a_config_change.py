@@ -68,7 +68,8 @@ def config_keys() -> set[str]:
         if not isinstance(value, dict) or not value:
             return {".".join(path)}
         parent = path[-1] if path else ""
-        return set().union(*(walk(inner, (*path, PLACEHOLDERS.get(parent, str(name)))) for name, inner in value.items()))
+        return set().union(*(walk(inner, (*path, PLACEHOLDERS.get(parent, str(name))))
+                             for name, inner in value.items()))
 
     keys = walk(read_yaml(REPO / "config" / "feedstock.yaml"), ())
     plugin_only = {f"outputs.<output>.{key}" for key in PLUGIN_ONLY}

@@ -57,12 +57,11 @@ def spdx_expression(ids: list[str]) -> str:
     return " AND ".join(unique)
 
 
-def _platform_condition(platforms: tuple[str, ...] | None) -> str | None:
-    if platforms is None:
-        return None
-    if len(platforms) == 1:
-        return f'target_platform == "{platforms[0]}"'
-    return "target_platform in [" + ", ".join(f'"{p}"' for p in platforms) + "]"
+def _one_of(variable: str, values: list[str] | tuple[str, ...]) -> str:
+    """A rattler-build condition: `variable` is one of `values`."""
+    if len(values) == 1:
+        return f'{variable} == "{values[0]}"'
+    return f"{variable} in [" + ", ".join(f'"{v}"' for v in values) + "]"
 
 
 def output_license(config: Config, output: str) -> tuple[str, list[tuple[str | None, str]]]:
@@ -70,7 +69,7 @@ def output_license(config: Config, output: str) -> tuple[str, list[tuple[str | N
     vendored = [v for v in config.license.vendored if output in v.outputs]
     expression = spdx_expression([config.license.spdx, *(v.spdx for v in vendored)])
     files: list[tuple[str | None, str]] = [(None, f) for f in config.license.files]
-    files += [(_platform_condition(v.platforms), f"{BUILD_DIRS[output]}/_deps/{v.dep}-src/{v.file}")
+    files += [(v.platforms and _one_of("target_platform", v.platforms), f"{BUILD_DIRS[output]}/_deps/{v.dep}-src/{v.file}")
               for v in vendored if v.file]
     return expression, files
 
@@ -82,12 +81,6 @@ def ort_cuda_architectures(archs: tuple[str, ...]) -> str:
     `NNN-real`, as SASS only; PTX is embedded only for an `NNN-virtual`, so a bare entry gets both.
     """
     return ";".join(f"{a}-real;{a}-virtual" if a.isdigit() else a for a in archs)
-
-
-def _one_of(variable: str, values: list[str]) -> str:
-    if len(values) == 1:
-        return f'{variable} == "{values[0]}"'
-    return f"{variable} in [" + ", ".join(f'"{v}"' for v in values) + "]"
 
 
 def cuda_architectures_expression(config: Config) -> str:

@@ -69,8 +69,8 @@ def output_license(config: Config, output: str) -> tuple[str, list[tuple[str | N
     vendored = [v for v in config.license.vendored if output in v.outputs]
     expression = spdx_expression([config.license.spdx, *(v.spdx for v in vendored)])
     files: list[tuple[str | None, str]] = [(None, f) for f in config.license.files]
-    files += [(v.platforms and _one_of("target_platform", v.platforms), f"{BUILD_DIRS[output]}/_deps/{v.dep}-src/{v.file}")
-              for v in vendored if v.file]
+    files += [(_one_of("target_platform", v.platforms) if v.platforms else None,
+               f"{BUILD_DIRS[output]}/_deps/{v.dep}-src/{v.file}") for v in vendored if v.file]
     return expression, files
 
 

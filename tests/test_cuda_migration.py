@@ -147,12 +147,20 @@ def test_dropping_a_cuda_version_takes_its_jobs_away_with_no_hand_deletion(conda
     assert _git(root, "status", "--porcelain", "--untracked-files=all") == ""
 
 
-def test_dropping_a_platform_takes_its_jobs_away_with_no_hand_deletion(conda_smithy: Smithy, tmp_path: Path) -> None:
+@pytest.mark.parametrize("rerender_first", [False, True], ids=["render first", "rerender first"])
+def test_dropping_a_platform_takes_its_jobs_away_with_no_hand_deletion(conda_smithy: Smithy, tmp_path: Path,
+                                                                       rerender_first: bool) -> None:
     root = _clean_copy(tmp_path)
     _drop(root, r"^  win-64:\n")
     _drop(root, r"^        win-64: .*\n")
     _drop(root, r"^  win: namespace-profile.*\n")
     _drop(root, r"^    - \{dep: microsoft_wil.*\n")
+    if rerender_first:
+        # the recipe still builds win-64, so its jobs stay; the render then says they will go
+        rerender(conda_smithy, root)
+        result = render(root)
+        assert result.returncode == 0, result.stderr
+        assert "| `win_64_cuda_compiler_version13.0` | nothing: the recipe skips it" in (root / "README.md").read_text()
     steps = _sequence(conda_smithy, root)
     assert [code for _, code, _ in steps] == [0, 0, 0], steps
     assert not list((root / ".ci_support").glob("win_64_*.yaml"))

@@ -5,7 +5,7 @@
                                         manifests and the build-matrix section of README.md (from
                                         the .ci_support files conda-smithy wrote)
     python3 scripts/render.py --check   write nothing; print a diff and exit 1 when any is stale
-    python3 scripts/render.py --force   write even over a hand edit of recipe/recipe.yaml
+    python3 scripts/render.py --force   write even over a hand edit of a generated file
 
 Exit status: 0 done (or current), 1 stale (--check), 2 bad input, a hand edit in the way, or
 cannot run.
@@ -65,7 +65,7 @@ def lost_hand_edits(root: Path, change: files.Plan) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 with a diff when stale")
-    parser.add_argument("--force", action="store_true", help="overwrite a hand edit of the recipe")
+    parser.add_argument("--force", action="store_true", help="overwrite a hand edit of a generated file")
     parser.add_argument("--root", type=Path, default=bootstrap.REPO, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     # the diffs and messages quote the files, which are UTF-8: on a console that cannot show a character,

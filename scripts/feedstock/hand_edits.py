@@ -12,11 +12,12 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
+
 import yaml
 
+from .inputs import RECIPE
 from .reader import child_key
 
-RECIPE = "recipe/recipe.yaml"
 HEADER = "# A render refuses to overwrite a file it generated once the file no longer matches its digest here:\n"
 _DIGEST_LINE = re.compile(r"# ([0-9a-f]{16}) (\S+)\n")
 # The first line of each shape is the bot's (context.version, source.sha256, build.number), as the

@@ -46,8 +46,5 @@ def sass_targets(program: Path, option: str) -> list[int]:
 @pytest.mark.parametrize("version", list(COMPILERS))
 def test_the_facts_table_lists_what_each_cuda_versions_compiler_accepts(version: str) -> None:
     requirement, program, option = COMPILERS[version]
-    try:
-        wheel = unpacked_wheel(requirement, "manylinux2014_x86_64")
-    except RuntimeError as error:
-        pytest.skip(f"pip could not download {requirement} (no package index?): {str(error).splitlines()[0]}")
+    wheel = unpacked_wheel(requirement, "manylinux2014_x86_64")  # skips when the package index offers nothing
     assert sass_targets(wheel / program, option) == sorted(NVCC_ARCHITECTURES[version])

@@ -8,6 +8,14 @@
 cd /d "%SRC_DIR%" || exit 1
 call "%RECIPE_DIR%\cmake_common.bat"
 
+@rem --- guard: a GPU architecture list CMake can use. An empty one would silently build for CMake's default
+@rem (recipe/recipe.yaml has none for a CUDA version the config neither lists nor derives one for)
+powershell -NoProfile -Command "if ($env:CUDA_ARCHITECTURES -notmatch '^[0-9]+(-real|-virtual)?(;[0-9]+(-real|-virtual)?)*$') { exit 1 }"
+if errorlevel 1 (
+    echo ERROR: CUDA_ARCHITECTURES='%CUDA_ARCHITECTURES%' is not a list like 75-real;80-real;121, so the recipe has no GPU architecture list for CUDA %CUDA_COMPILER_VERSION%: add cuda.versions."%CUDA_COMPILER_VERSION%" to config/feedstock.yaml and re-render 1>&2
+    exit 1
+)
+
 @rem --- guard: the floor in the recipe must be upstream's
 set "MIN_VERSION_FILE=plugin-ep-cuda\MIN_ONNXRUNTIME_VERSION"
 if not exist "%MIN_VERSION_FILE%" (

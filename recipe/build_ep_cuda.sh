@@ -17,6 +17,15 @@ esac
 # where cuda-cudart-dev, libcublas-dev and libcufft-dev put the target's CUDA headers and libraries
 cuda_root="${PREFIX}/targets/${cuda_target}"
 
+# --- guard: a GPU architecture list CMake can use. An empty one would silently build for CMake's default
+# (recipe/recipe.yaml has none for a CUDA version the config neither lists nor derives one for)
+if [[ ! "${CUDA_ARCHITECTURES:-}" =~ ^[0-9]+(-real|-virtual)?(\;[0-9]+(-real|-virtual)?)*$ ]]; then
+    echo "ERROR: CUDA_ARCHITECTURES='${CUDA_ARCHITECTURES:-}' is not a list like 75-real;80-real;121, so the" \
+        "recipe has no GPU architecture list for CUDA ${CUDA_COMPILER_VERSION:-}: add" \
+        "cuda.versions.\"${CUDA_COMPILER_VERSION:-}\" to config/feedstock.yaml and re-render" >&2
+    exit 1
+fi
+
 # --- guard: the floor in the recipe must be upstream's
 min_version_file="plugin-ep-cuda/MIN_ONNXRUNTIME_VERSION"
 if [[ ! -f "${min_version_file}" ]]; then

@@ -5,7 +5,7 @@
                                         manifests and the build-matrix section of README.md (from
                                         the .ci_support files conda-smithy wrote)
     python3 scripts/render.py --check   write nothing; print a diff and exit 1 when any is stale
-    python3 scripts/render.py --force   write even over a hand edit of recipe/recipe.yaml
+    python3 scripts/render.py --force   write even over a hand edit of a generated file
 
 Exit status: 0 done (or current), 1 stale (--check), 2 bad input, a hand edit in the way, or
 cannot run.
@@ -22,40 +22,56 @@ import bootstrap  # noqa: E402
 
 bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
-from feedstock import ci_support, files, hand_edits, inputs, rendering  # noqa: E402
-from feedstock.errors import InputError  # noqa: E402
+from feedstock import architectures, ci_support, files, hand_edits, inputs, rendering  # noqa: E402
+from feedstock.errors import InputError, Problem  # noqa: E402
 
 
 def generate(root: Path) -> list[rendering.GeneratedFile]:
     config, bot = inputs.load(root)
     jobs = ci_support.load_jobs(root)
+    listed = {c.version: c.architectures for c in config.cuda_versions}
+    problems = [Problem(migration, "cuda_compiler_version", architectures.missing_list(version, listed))
+                for migration, versions in ci_support.migrated_cuda_versions(root).items()
+                for version in versions if version not in config.cuda_lists.by_version]
+    offered = sorted({p for job in jobs if "python" in rendering.outputs_built(config, job) for p in job.pythons})
+    if offered and not [p for p in offered if rendering.python_is_built(config, p)]:
+        problems.append(Problem(inputs.CONFIG, "python", f"the range {config.python_minimum} to "
+                                f"{config.python_maximum or 'the newest'} leaves out every Python the .ci_support "
+                                f"jobs offer ({', '.join(offered)}), so no Python package would be built"))
+    if problems:
+        raise InputError.of(problems)
     readme_path = root / rendering.README
     readme = readme_path.read_text(encoding="utf-8") if readme_path.exists() else ""
     return rendering.render_all(config, bot, jobs, readme)
 
 
-def lost_hand_edit(root: Path, change: files.Plan) -> list[str]:
-    """One line per key of a hand-edited recipe that the planned render would change."""
-    recipe = next((f for f in change.write if f.path == inputs.RECIPE), None)
-    current = files.read(root, inputs.RECIPE)
-    if recipe is None or current is None or not hand_edits.is_hand_edited(current):
-        return []
-    if hand_edits.same_apart_from_stamp(current, recipe.text):
-        return []
-    lines = [f"{inputs.RECIPE}: {key}: edited by hand, and a render would change it"
-             for key in hand_edits.edited_keys(current, recipe.text)]
-    lines.append(f"{inputs.RECIPE}: (file): edited by hand since it was rendered, so nothing was written (the diff "
-                 f"shows what would be lost): make the edit in {inputs.CONFIG} or {rendering.TEMPLATE}, or drop "
-                 f"it with `{rendering.COMMAND} --force`")
+def lost_hand_edits(root: Path, change: files.Plan) -> list[str]:
+    """One line per key of a hand-edited generated file that the planned render would change."""
+    rendered = {f.path: f.text for f in change.write}
+    current = {path: files.read(root, path) for path in rendered if path != rendering.README}
+    templates = {inputs.RECIPE: rendering.TEMPLATE, rendering.VARIANTS: rendering.VARIANTS_TEMPLATE}
+    lines = []
+    for path in hand_edits.hand_edited(files.read(root, inputs.RECIPE), current):
+        if path in rendered and hand_edits.body(path, current[path]) != hand_edits.body(path, rendered[path]):
+            lines += [f"{path}: {key}: edited by hand, and a render would change it"
+                      for key in hand_edits.edited_keys(current[path], rendered[path])]
+            where = f"{inputs.CONFIG} or {templates[path]}" if path in templates else inputs.CONFIG
+            lines.append(f"{path}: (file): edited by hand since it was rendered, so nothing was written (the diff "
+                         f"shows what would be lost): make the edit in {where}, or drop it with "
+                         f"`{rendering.COMMAND} --force`")
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 with a diff when stale")
-    parser.add_argument("--force", action="store_true", help="overwrite a hand edit of the recipe")
+    parser.add_argument("--force", action="store_true", help="overwrite a hand edit of a generated file")
     parser.add_argument("--root", type=Path, default=bootstrap.REPO, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    # the diffs and messages quote the files, which are UTF-8: on a console that cannot show a character,
+    # show its escape rather than fail
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(errors="backslashreplace")
     try:
         change = files.plan(args.root, generate(args.root))
     except InputError as exc:
@@ -68,10 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         stale = [f.path for f in change.write] + list(change.remove)
         print(f"stale: {', '.join(stale)}; run `{rendering.COMMAND}`", file=sys.stderr)
         return 1
-    lost = [] if args.force else lost_hand_edit(args.root, change)
+    lost = [] if args.force else lost_hand_edits(args.root, change)
     if lost:
-        recipe = files.Plan(tuple(f for f in change.write if f.path == inputs.RECIPE), ())
-        sys.stdout.write(files.diff(args.root, recipe))
+        edited = {line.split(": ", 1)[0] for line in lost}
+        sys.stdout.write(files.diff(args.root, files.Plan(tuple(f for f in change.write if f.path in edited), ())))
         print("\n".join(lost), file=sys.stderr)
         return 2
     try:

@@ -52,5 +52,6 @@ def feedstock(tmp_path: Path) -> Path:
     root = tmp_path / "feedstock"
     for name in ("config", "recipe", ".ci_support", "scripts"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(REPO / "README.md", root / "README.md")
+    for name in ("README.md", "conda-forge.yml"):
+        shutil.copy2(REPO / name, root / name)
     return root

@@ -260,6 +260,35 @@ def test_plugin_build_stops_before_configuring_unless_upstream_floor_agrees(tmp_
     assert tools.calls("cmake") == []
 
 
+@pytest.mark.parametrize("architectures", ["", "75-real;;80-real", "sm_80", "80-real 90-real"],
+                         ids=["empty", "empty entry", "nvcc spelling", "spaces"])
+def test_plugin_build_refuses_an_architecture_list_cmake_cannot_use_before_configuring(tmp_path, source_tree,
+                                                                                        architectures):
+    leave_plugin_library(source_tree)
+    tools = FakeTools(tmp_path, "cmake")
+    env = plugin_build_env(tools, source_tree, tmp_path / "prefix", CUDA_ARCHITECTURES=architectures,
+                           CUDA_COMPILER_VERSION="13.6")
+
+    result = bash(RECIPE / "build_ep_cuda.sh", env)
+
+    assert result.returncode == 1
+    assert (f"ERROR: CUDA_ARCHITECTURES='{architectures}' is not a list like 75-real;80-real;121, so the recipe has "
+            'no GPU architecture list for CUDA 13.6: add cuda.versions."13.6" to config/feedstock.yaml and '
+            "re-render") in result.stderr
+    assert tools.calls("cmake") == []
+
+
+def test_plugin_build_passes_a_valid_architecture_list_to_cmake(tmp_path, source_tree):
+    leave_plugin_library(source_tree)
+    tools = FakeTools(tmp_path, "cmake")
+    env = plugin_build_env(tools, source_tree, tmp_path / "prefix", CUDA_ARCHITECTURES="75-real;90-virtual;121")
+
+    result = bash(RECIPE / "build_ep_cuda.sh", env)
+
+    assert result.returncode == 0, result.stderr
+    assert "-DCMAKE_CUDA_ARCHITECTURES=75-real;90-virtual;121" in configure_args(tools)
+
+
 def test_plugin_build_accepts_a_floor_file_with_surrounding_whitespace(tmp_path, source_tree):
     (source_tree / "plugin-ep-cuda" / "MIN_ONNXRUNTIME_VERSION").write_text(f"  {MIN_CORE_VERSION} \r\n")
     leave_plugin_library(source_tree)

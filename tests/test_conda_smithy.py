@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,29 @@ def test_the_rattler_build_given_to_conda_smithy_renders_but_never_builds(conda_
     assert render.returncode == 0, render.stderr
     assert {item["recipe"]["package"]["name"] for item in json.loads(render.stdout)} == {
         CONFIG["outputs"]["cpp"]["name"], CONFIG["outputs"]["python"]["name"]}
+
+
+def test_a_free_threaded_python_migration_is_built_and_shown_as_such(conda_smithy: Smithy, tmp_path: Path) -> None:
+    """Upstream publishes free-threaded wheels (onnxruntime 1.30.0 has a cp314t one on PyPI), so the
+    recipe builds conda-forge's free-threaded Python too, and the README's matrix names it 3.14t."""
+    from rattler_render import render
+
+    root = _clean_copy(tmp_path)
+    shutil.copy2(conda_smithy.pinning.parent / "share" / "conda-forge" / "migrations" / "python314t.yaml",
+                 root / ".ci_support" / "migrations" / "python314t.yaml")
+    result = conda_smithy.rerender(root)
+    assert result.returncode == 0, result.stderr[-4000:]
+    cpu_jobs = {name: pythons for name, pythons in _python_lists(root).items() if "cuda_compiler_versionNone" in name
+                or name == "osx_arm64_.yaml"}
+    assert len(cpu_jobs) == 4 and all("3.14.* *_cp314t" in pythons for pythons in cpu_jobs.values()), cpu_jobs
+    rendered = subprocess.run([sys.executable, str(root / "scripts" / "render.py")], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=120)
+    assert rendered.returncode == 0, rendered.stderr
+    readme = (root / "README.md").read_text()
+    assert readme.count(" | 3.11, 3.12, 3.13, 3.14, 3.14t |") == 4
+    assert "(20 Python builds in all;" in readme
+    variants = read_yaml(root / ".ci_support" / "osx_arm64_.yaml")
+    packages = [r for r in render(root / "recipe" / "recipe.yaml", variants, "osx-arm64", "osx-arm64")
+                if r.name == CONFIG["outputs"]["python"]["name"]]
+    assert sorted(r.used_variant["python"] for r in packages) == sorted(
+        p for p in variants["python"] if not p.startswith("3.10"))

@@ -76,7 +76,8 @@ BROKEN: dict[str, tuple[str, Edit, set[str]]] = {
         {"check_cpu_outputs_never_require_cuda"}),
     # a stale CUDA version list: the plugin never builds and the CUDA jobs build nothing
     "plugin skipped everywhere": (
-        checks.RECIPE, _replace('- cuda_compiler_version == "None"', '- cuda_compiler_version not in ["12.8", "13.1"]'),
+        checks.RECIPE, lambda text: re.sub(r"- cuda_compiler_version not in \[.*\]",
+                                           '- cuda_compiler_version not in ["12.8", "13.1"]', text, count=1),
         {"check_no_output_is_skipped_everywhere", "check_every_config_builds_an_output"}),
     "README.md left to the rerender": (
         checks.CONDA_FORGE_YML, lambda text: re.sub(r"(?m)^  - README\.md\n", "", text),

@@ -9,10 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from .errors import InputError
 from .reader import Node, load_yaml
 
 CI_SUPPORT = ".ci_support"
+MIGRATIONS = f"{CI_SUPPORT}/migrations"
 NO_CUDA = "None"  # how conda-forge spells "no CUDA" in cuda_compiler_version
 
 
@@ -23,7 +26,7 @@ class CiJob:
     name: str
     platform: str
     cuda_version: str | None
-    pythons: tuple[str, ...]  # every Python the file lists, `3.13` for `3.13.* *_cp313`
+    pythons: tuple[str, ...]  # every Python the file lists, as python_label() names it
 
 
 def _single(entries: dict[str, Node], key: str) -> str:
@@ -32,6 +35,12 @@ def _single(entries: dict[str, Node], key: str) -> str:
         # a Node without a problem list raises on its first report
         entries[key].report(f"a job's file holds one value here, not {len(values)}")
     return values[0].text()
+
+
+def python_label(spec: str) -> str:
+    """`3.13.* *_cp313` -> `3.13`; a free-threaded build (`3.14.* *_cp314t`) -> `3.14t`."""
+    version, _, build = spec.partition(" ")
+    return version.split(".*")[0] + ("t" if build.endswith("t") else "")
 
 
 def load_jobs(root: Path) -> list[CiJob]:
@@ -46,6 +55,19 @@ def load_jobs(root: Path) -> list[CiJob]:
         keys = set(top.value) if isinstance(top.value, dict) else set()
         entries = top.mapping(keys | {"target_platform"}, optional=keys - {"target_platform"})
         cuda = _single(entries, "cuda_compiler_version") if "cuda_compiler_version" in entries else NO_CUDA
-        pythons = tuple(v.text().split(".*")[0] for v in entries["python"].items()) if "python" in entries else ()
+        pythons = tuple(python_label(v.text()) for v in entries["python"].items()) if "python" in entries else ()
         jobs.append(CiJob(path.stem, _single(entries, "target_platform"), None if cuda == NO_CUDA else cuda, pythons))
     return jobs
+
+
+def migrated_cuda_versions(root: Path) -> dict[str, list[str]]:
+    """The CUDA versions each migration in `.ci_support/migrations/` adds, by file: how a new CUDA version
+    arrives (conda-forge's bot puts the file there and rerenders)."""
+    found = {}
+    for path in sorted((root / MIGRATIONS).glob("*.yaml")):
+        # conda-forge's file, not ours: read every scalar as the text it is (13.10 stays 13.10)
+        migration = yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.BaseLoader) or {}
+        versions = migration.get("cuda_compiler_version") if isinstance(migration, dict) else None
+        if isinstance(versions, list):
+            found[f"{MIGRATIONS}/{path.name}"] = [v for v in versions if v != NO_CUDA]
+    return found

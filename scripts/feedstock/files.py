@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import difflib
 import os
+import signal
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from .rendering import GeneratedFile
 
+# What a render stages its files as, beside their targets, before it swaps them in (.gitignore lists it).
+TEMPORARY_SUFFIX = ".render-tmp"
+TEMPORARY_GLOB = f".*{TEMPORARY_SUFFIX}"
 # Folders whose files only the generator writes: one it no longer renders is stale.
 OWNED = ("recipe/ep-plugins/*/*.json",)
 
@@ -55,23 +59,43 @@ def diff(root: Path, change: Plan) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
 
 
+def leftovers(root: Path) -> list[Path]:
+    """Staged files an interrupted render left behind (git ignores them; the next render removes them)."""
+    return sorted(p for p in root.glob(f"{TEMPORARY_GLOB}") if p.is_file()) + sorted(
+        p for p in root.glob(f"recipe/**/{TEMPORARY_GLOB}") if p.is_file())
+
+
 def apply(root: Path, change: Plan) -> None:
-    """Write every file or none: stage them all beside their targets, then swap them in."""
+    """Write every file or none: stage them all beside their targets, then swap them in.
+
+    An OSError names the file (as `filename`) it happened to, relative to the root."""
+    for leftover in leftovers(root):
+        leftover.unlink()
     staged: list[tuple[Path, Path]] = []
     try:
         for f in change.write:
             target = root / f.path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-            staged.append((Path(name), target))
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(f.text)
-            os.chmod(name, target.stat().st_mode & 0o777 if target.exists() else 0o644)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMPORARY_SUFFIX, dir=target.parent)
+                staged.append((Path(name), target))
+                with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+                    handle.write(f.text)
+                os.chmod(name, target.stat().st_mode & 0o777 if target.exists() else 0o644)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, f.path) from None
     except BaseException:
         for temp, _ in staged:
             temp.unlink(missing_ok=True)
         raise
-    for temp, target in staged:
-        os.replace(temp, target)
-    for path in change.remove:
-        (root / path).unlink()
+    # the swaps are a few renames: an interrupt (Ctrl-C, a CI job's cancel) waits until they are all done,
+    # so that the tree is the old one or the new one
+    signals = {signal.SIGINT, signal.SIGTERM}
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        for temp, target in staged:
+            os.replace(temp, target)
+        for path in change.remove:
+            (root / path).unlink()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

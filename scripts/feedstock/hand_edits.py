@@ -1,9 +1,10 @@
-"""Tell a hand edit of `recipe/recipe.yaml` from the generator's own output, so that none is lost.
+"""Tell a hand edit of a generated file from the generator's own output, so that none is lost.
 
-A render stamps the recipe with a digest of what it wrote. The autotick bot's values (context.version,
-source.sha256, build.number) are left out of the digest, because the bot edits them in place and a
-render keeps them. A recipe that no longer matches its digest was edited by hand since it was
-rendered: whatever else changed in the config, a render would lose that edit, so it refuses.
+A render writes, at the top of `recipe/recipe.yaml`, a digest of each file it generates (the README,
+whose generated section is rewritten from the .ci_support files on every render, aside). The autotick
+bot's values (context.version, source.sha256, build.number) are left out of the recipe's digest,
+because the bot edits them in place and a render keeps them. A file that no longer matches its digest
+was edited by hand since it was rendered: a render would lose that edit, so it refuses.
 """
 
 from __future__ import annotations
@@ -14,39 +15,56 @@ import re
 
 import yaml
 
+from .inputs import RECIPE
 from .reader import child_key
 
-STAMP = "# render digest {digest}: a render refuses to overwrite this file once it no longer matches\n"
-_STAMP_LINE = re.compile(r"# render digest ([0-9a-f]{64}): .*\n")
+HEADER = "# A render refuses to overwrite a file it generated once the file no longer matches its digest here:\n"
+_DIGEST_LINE = re.compile(r"# ([0-9a-f]{16}) (\S+)\n")
 # The first line of each shape is the bot's (context.version, source.sha256, build.number), as the
 # template lays them out and as the bot rewrites them: in place.
 _BOT_LINES = (re.compile(r"(?m)^(  version: ).*$"), re.compile(r"(?m)^(  sha256: ).*$"),
               re.compile(r"(?m)^(  number: ).*$"))
 
 
-def _digest(body: str) -> str:
-    for line in _BOT_LINES:
-        body = line.sub(r"\1(the bot's)", body, count=1)
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+def _split(text: str) -> tuple[dict[str, str] | None, str]:
+    """The digests a recipe's header records (None without a header) and the text below it."""
+    if not text.startswith(HEADER):
+        return None, text
+    digests, at = {}, len(HEADER)
+    while line := _DIGEST_LINE.match(text, at):
+        digests[line.group(2)] = line.group(1)
+        at = line.end()
+    return digests, text[at:]
 
 
-def _split(text: str) -> tuple[str | None, str]:
-    """The stamped digest (None without a stamp) and the text below it."""
-    stamp = _STAMP_LINE.match(text)
-    return (stamp.group(1), text[stamp.end():]) if stamp else (None, text)
+def body(path: str, text: str) -> str:
+    """What a file says, without the recipe's header of digests."""
+    return _split(text)[1] if path == RECIPE else text
 
 
-def stamp(body: str) -> str:
-    return STAMP.format(digest=_digest(body)) + body
+def _digest(path: str, text: str) -> str:
+    text = body(path, text)
+    if path == RECIPE:
+        for line in _BOT_LINES:
+            text = line.sub(r"\1(the bot's)", text, count=1)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def is_hand_edited(text: str) -> bool:
-    digest, body = _split(text)
-    return digest != _digest(body)
+def stamp(recipe: str, others: dict[str, str]) -> str:
+    """The recipe with a header recording the digest of itself and of each other generated file."""
+    digests = {RECIPE: _digest(RECIPE, recipe)} | {path: _digest(path, text) for path, text in others.items()}
+    return HEADER + "".join(f"# {digest} {path}\n" for path, digest in digests.items()) + recipe
 
 
-def same_apart_from_stamp(text: str, other: str) -> bool:
-    return _split(text)[1] == _split(other)[1]
+def hand_edited(recipe: str | None, current: dict[str, str | None]) -> list[str]:
+    """The files of `current` (path -> text on disk, None when absent) that differ from their recorded digest.
+
+    Without a header in the recipe, only the recipe counts: its header was edited away."""
+    recorded, _ = _split(recipe or "")
+    if recorded is None:
+        return [RECIPE] if recipe is not None else []
+    return [path for path, text in current.items()
+            if text is not None and path in recorded and recorded[path] != _digest(path, text)]
 
 
 def _owners(node: yaml.Node, key: str, owner: dict[int, str]) -> None:
@@ -73,9 +91,9 @@ def edited_keys(current: str, rendered: str) -> list[str]:
         document = None
     if document is not None:
         _owners(document, "", owner)
-    body = _split(current)[1]
-    below_stamp = current.count("\n") - body.count("\n")
-    old, new = body.splitlines(), _split(rendered)[1].splitlines()
+    text = _split(current)[1]
+    below_stamp = current.count("\n") - text.count("\n")
+    old, new = text.splitlines(), _split(rendered)[1].splitlines()
     keys: list[str] = []
     for tag, start, end, _, _ in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
         if tag == "equal":

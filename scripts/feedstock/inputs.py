@@ -13,11 +13,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .architectures import NVCC_ARCHITECTURES, CudaLists, cuda_lists, number
+from .architectures import problems as architecture_problems
 from .errors import InputError, Problem
 from .reader import Node, load_yaml
 
 CONFIG = "config/feedstock.yaml"
 RECIPE = "recipe/recipe.yaml"
+CONDA_FORGE_YML = "conda-forge.yml"
 # rattler-build applies a source's patches from the recipe's folder.
 PATCH_DIR = "recipe"
 
@@ -118,6 +121,11 @@ class Config:
     def cuda_platforms(self) -> tuple[Platform, ...]:
         return tuple(p for p in self.platforms if p.cuda)
 
+    @property
+    def cuda_lists(self) -> CudaLists:
+        """The architecture list of every CUDA version the recipe builds, listed or derived."""
+        return cuda_lists({c.version: c.architectures for c in self.cuda_versions})
+
 
 @dataclass(frozen=True)
 class BotFields:
@@ -167,15 +175,23 @@ def _distinct(nodes: list[Node], values: list[str | None], *, ignore_case: bool 
             first[seen] = node.key
 
 
-def _platforms(node: Node) -> tuple[Platform, ...]:
+def _build_platforms(root: Path) -> dict[str, str]:
+    """conda-forge.yml's build_platform: the platform whose machines build a target (linux-aarch64 on
+    linux-64). conda-smithy reads it there, so the config does not repeat it."""
+    forge = load_yaml(root / CONDA_FORGE_YML, CONDA_FORGE_YML)
+    mapping = (forge.get("build_platform") if isinstance(forge, dict) else None) or {}
+    return {target.replace("_", "-", 1): str(build).replace("_", "-", 1) for target, build in mapping.items()}
+
+
+def _platforms(node: Node, build_platforms: dict[str, str]) -> tuple[Platform, ...]:
     platforms = []
     for name, entry in node.entries().items():
         if name not in KNOWN_PLATFORMS:
             entry.report(f"unknown platform (known: {', '.join(KNOWN_PLATFORMS)})")
             continue
-        optional = {"cuda", "build_platform", "macos_sdk"}
+        optional = {"cuda", "macos_sdk"}
         fields = entry.mapping(optional, optional=optional) if entry.value is not None else {}
-        build_platform = fields["build_platform"].choice(KNOWN_PLATFORMS) if "build_platform" in fields else name
+        build_platform = build_platforms.get(name, name)
         cuda = fields["cuda"].flag() if "cuda" in fields else True
         macos_sdk = None
         if "macos_sdk" in fields:
@@ -183,28 +199,37 @@ def _platforms(node: Node) -> tuple[Platform, ...]:
                 macos_sdk = fields["macos_sdk"].text(r"\d+\.\d+", "a macOS SDK version like 13.3")
             else:
                 fields["macos_sdk"].report("only macOS platforms have a macOS SDK")
-        if build_platform is not None and cuda is not None:
+        if macos_sdk is not None and any(p.macos_sdk for p in platforms):
+            fields["macos_sdk"].report("only one macOS platform may set it: recipe/variants.yaml can select the "
+                                       "SDK by OS (osx) only, so a second one would give MACOSX_SDK_VERSION twice")
+        if cuda is not None:
             platforms.append(Platform(name, cuda, build_platform, macos_sdk))
     return tuple(platforms)
 
 
-def _architectures(node: Node) -> tuple[str, ...]:
+def _architectures(node: Node, version: str, platform: str) -> tuple[str, ...]:
     """One platform's list, lowest architecture first, each once: the order ORT compiles them in."""
     items = node.items()
     archs = [item.text(CUDA_ARCH, "a CUDA architecture like 80-real or 120") for item in items]
     _distinct(items, archs)
-    numbered = [(item, arch, int(re.match(r"\d+", arch).group())) for item, arch in zip(items, archs) if arch]
+    numbered = [(item, arch, number(arch)) for item, arch in zip(items, archs) if arch]
     for (_, before, low), (item, arch, high) in zip(numbered, numbered[1:]):
         if high < low:
             item.report(f"{arch!r} comes after {before!r}; list architectures from the lowest up")
+    if version in NVCC_ARCHITECTURES:
+        valid = [(item, arch) for item, arch in zip(items, archs) if arch]
+        for index, problem in architecture_problems(version, platform, tuple(arch for _, arch in valid)):
+            valid[index][0].report(problem)
     return tuple(arch for arch in archs if arch is not None)
 
 
 def _cuda_versions(node: Node, cuda_platforms: set[str]) -> tuple[CudaVersion, ...]:
     versions = []
     for version, entry in node.entries().items():
-        if not re.fullmatch(r"\d+\.\d+", version):
-            entry.report(f"{version!r} is not a CUDA version like 12.9")
+        if version not in NVCC_ARCHITECTURES:
+            entry.report(f"{version!r} is not a CUDA release whose nvcc this feedstock knows (known: "
+                         f"{', '.join(NVCC_ARCHITECTURES)}); a new one needs its row in NVCC_ARCHITECTURES "
+                         "(scripts/feedstock/architectures.py)")
         arch_lists = entry.mapping({"architectures"})["architectures"]
         by_platform = arch_lists.entries()
         for platform in sorted(cuda_platforms - set(by_platform)) if by_platform else ():
@@ -213,7 +238,7 @@ def _cuda_versions(node: Node, cuda_platforms: set[str]) -> tuple[CudaVersion, .
         for platform_name, archs in by_platform.items():
             if platform_name not in cuda_platforms:
                 archs.report("not a CUDA platform of this feedstock")
-            architectures[platform_name] = _architectures(archs)
+            architectures[platform_name] = _architectures(archs, version, platform_name)
         versions.append(CudaVersion(version, architectures))
     return tuple(versions)
 
@@ -274,10 +299,17 @@ def _patches(node: Node, root: Path) -> tuple[str | None, ...]:
     items = node.items(allow_empty=True)
     patches = [_relative_path(item, f"{PATCH_DIR}/") for item in items]
     for item, patch in zip(items, patches):
-        if patch is not None and not (root / PATCH_DIR / patch).is_file():
-            item.report(f"{PATCH_DIR}/{patch} does not exist")
+        if patch is not None and not _is_file(root / PATCH_DIR / patch):
+            item.report(f"{PATCH_DIR}/{patch[:80]}{'...' if len(patch) > 80 else ''} does not exist")
     _distinct(items, patches)
     return tuple(patches)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long for the file system, say: no such file either
+        return False
 
 
 def _python(node: Node) -> tuple[str | None, str | None, tuple[str | None, ...]]:
@@ -325,7 +357,7 @@ def load_config(root: Path) -> Config:
     source = fields["source"].mapping({"url", "patches"})
     cudnn = fields["cudnn"].mapping({"major", "as"})
     cuda = fields["cuda"].mapping({"nvcc_threads", "nvcc_gb_per_thread", "build_jobs", "versions"})
-    platforms = _platforms(fields["platforms"])
+    platforms = _platforms(fields["platforms"], _build_platforms(root))
     maintainer_items = fields["maintainers"].items()
     maintainers = [item.text(r"[A-Za-z0-9][A-Za-z0-9-]*", "a GitHub handle") for item in maintainer_items]
     # GitHub handles are case-insensitive: two spellings are one person

@@ -77,6 +77,11 @@ def load_yaml(path: Path, shown_as: str, problems: list[Problem] | None = None) 
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(shown_as, "(file)", "not found") from None
+    except UnicodeDecodeError as exc:
+        line = exc.object[:exc.start].count(b"\n") + 1
+        raise InputError(shown_as, f"line {line}", f"not UTF-8 (byte 0x{exc.object[exc.start]:02x})") from None
+    except OSError as exc:
+        raise InputError(shown_as, "(file)", f"cannot be read ({exc.strerror})") from None
     return parse_yaml(text, shown_as, problems)
 
 

@@ -115,18 +115,19 @@ def _debian_unpacked(packages: list[str], component: str, cache: Path) -> list[P
     return unpacked
 
 
-def _copy_layout(sources: list[Path], layout: dict[str, str], prefix: Path, dev_links: bool) -> None:
+def _copy_layout(sources: list[Path], layout: dict[str, str | list[str]], prefix: Path, dev_links: bool) -> None:
     for source in sources:
-        for inside, destination in layout.items():
+        for inside, destinations in layout.items():
             folder = source / inside
             if not folder.is_dir():
                 continue
-            shutil.copytree(folder, prefix / destination, symlinks=True, dirs_exist_ok=True)
-            if dev_links:
-                for library in (prefix / destination).glob("lib*.so.*"):
-                    link = library.parent / (library.name.split(".so")[0] + ".so")
-                    if not link.exists():
-                        link.symlink_to(library.name)
+            for destination in [destinations] if isinstance(destinations, str) else destinations:
+                shutil.copytree(folder, prefix / destination, symlinks=True, dirs_exist_ok=True)
+                if dev_links:
+                    for library in (prefix / destination).glob("lib*.so.*"):
+                        link = library.parent / (library.name.split(".so")[0] + ".so")
+                        if not link.exists():
+                            link.symlink_to(library.name)
 
 
 def _tool_env(packages: list[str], specs: dict[str, str], cache: Path) -> Path:

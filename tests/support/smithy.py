@@ -65,8 +65,16 @@ class Smithy:
         return subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)
 
-    def rerender(self, feedstock: Path) -> subprocess.CompletedProcess[str]:
-        return self.run("rerender", "--no-check-uptodate", "-e", str(self.pinning), cwd=feedstock)
+    def rerender(self, feedstock: Path, pinning: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """`pinning`: another conda_build_config.yaml laid out like `self.pinning` (with a migration added)."""
+        return self.run("rerender", "--no-check-uptodate", "-e", str(pinning or self.pinning), cwd=feedstock)
+
+    def pinning_with(self, migration: Path, into: Path) -> Path:
+        """A copy of conda-forge's pinning under `into` that also carries `migration`, as the pinning does
+        while a migration is open: conda-smithy deletes a feedstock's migration the pinning lacks."""
+        shutil.copytree(self.pinning.parent, into)
+        shutil.copy2(migration, into / "share" / "conda-forge" / "migrations" / migration.name)
+        return into / self.pinning.name
 
 
 def _digest(thirdparty: Path) -> str:

@@ -13,7 +13,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.pyenvs import CACHE
+from support.pyenvs import CACHE, pip_failed
 
 WHEELS = CACHE.parent / "wheels"
 
@@ -53,8 +53,7 @@ def unpacked_wheel(requirement: str, platform: str | None) -> Path:
             command += ["--platform", platform]
         result = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if result.returncode != 0:
-            raise RuntimeError(f"pip could not download {requirement} for {platform or 'this machine'}:\n"
-                               f"{result.stdout}{result.stderr}")
+            pip_failed(f"download {requirement} for {platform or 'this machine'}", result)
         (wheel,) = Path(download).glob("*.whl")
         with zipfile.ZipFile(wheel) as archive:
             archive.extractall(target)

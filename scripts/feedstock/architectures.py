@@ -1,0 +1,108 @@
+"""Where the plugin's GPU architecture list is decided, for every CUDA version the recipe builds.
+
+The rule: a CUDA version that `cuda.versions` in the config lists gets the config's list, checked
+against what that version's nvcc accepts. A newer release of a listed major (a CUDA migration the
+config has not caught up with, say 13.4 beside a listed 13.0) gets that major's newest list, limited
+to what its nvcc accepts, with PTX for the last entry. Any other version (an older release of a listed
+major, or one of a major the config no longer lists) has no list: the recipe skips it, so conda-smithy
+writes no job for it. A version that no row of NVCC_ARCHITECTURES knows cannot be derived either:
+render names it and says what to add.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# The SASS targets (compute capabilities) each CUDA version's compiler accepts.
+# - 13.x: `nvcc --list-gpu-code` of PyPI's nvidia-cuda-nvcc wheels (13.0.88, 13.1.115, 13.2.86, 13.3.73,
+#   13.4.92, 13.5.37); tests/test_architectures.py runs each of them and compares.
+# - 12.9: PyPI's nvidia-cuda-nvcc-cu12 12.9.86 ships no nvcc, only ptxas, which turns PTX into SASS:
+#   the values its `--gpu-name` accepts (the same test compares them). NVIDIA's CUDA 12.9 release notes
+#   agree: 12.8 added 100, 101 and 120, 12.9 added 103 and 121.
+NVCC_ARCHITECTURES: dict[str, tuple[int, ...]] = {
+    "12.9": (50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121),
+    "13.0": (75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121),
+    "13.1": (75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121),
+    "13.2": (75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121),
+    "13.3": (75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121),
+    "13.4": (75, 80, 86, 87, 88, 89, 90, 100, 103, 107, 110, 120, 121),
+    "13.5": (75, 80, 86, 87, 88, 89, 90, 100, 103, 107, 110, 120, 121),
+}
+# Jetson modules' integrated GPUs (NVIDIA's compute capability table, developer.nvidia.com/cuda-gpus):
+# Nano 5.3, TX2 6.2, Xavier 7.2, Orin 8.7, Thor 10.1 (11.0 from CUDA 13 on). They are arm64 boards, so an
+# x86_64 package never runs on them, although nvcc for x86_64 accepts them.
+JETSON = (53, 62, 72, 87, 101, 110)
+ARM64_PLATFORMS = ("linux-aarch64",)
+
+
+def number(architecture: str) -> int:
+    """`80-real` -> 80: the compute capability an entry compiles for."""
+    return int(re.match(r"\d+", architecture).group())
+
+
+def _version(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")
+    return int(major), int(minor)
+
+
+def problems(version: str, platform: str, architectures: tuple[str, ...]) -> list[tuple[int, str]]:
+    """(index, problem) for each entry CUDA `version`'s nvcc cannot build for, or no `platform` GPU has."""
+    accepted = NVCC_ARCHITECTURES[version]
+    found = []
+    for index, architecture in enumerate(architectures):
+        if number(architecture) not in accepted:
+            found.append((index, f"{architecture!r}: CUDA {version}'s nvcc does not compile for it (it accepts "
+                                 f"{', '.join(map(str, accepted))})"))
+        elif number(architecture) in JETSON and platform not in ARM64_PLATFORMS:
+            found.append((index, f"{architecture!r} is a Jetson (arm64) GPU, which no {platform} package runs on"))
+    return found
+
+
+@dataclass(frozen=True)
+class CudaLists:
+    """The architecture list of each CUDA version the recipe builds, by platform."""
+
+    by_version: dict[str, dict[str, tuple[str, ...]]]
+    derived_from: dict[str, str]  # a derived version -> the listed version its list comes from
+
+    def get(self, version: str, platform: str) -> tuple[str, ...] | None:
+        return self.by_version.get(version, {}).get(platform)
+
+
+def _derived(listed: tuple[str, ...], version: str) -> tuple[str, ...]:
+    kept = [a for a in listed if number(a) in NVCC_ARCHITECTURES[version]]
+    # a bare entry is SASS and PTX (rendering.ort_cuda_architectures): the newest kept one carries PTX
+    return (*kept[:-1], str(number(kept[-1]))) if kept else ()
+
+
+def cuda_lists(listed: dict[str, dict[str, tuple[str, ...]]]) -> CudaLists:
+    """The config's lists (`cuda.versions`) and the ones the rule derives for newer releases of their majors."""
+    by_version = dict(listed)
+    derived_from = {}
+    for version in NVCC_ARCHITECTURES:
+        if version in listed:
+            continue
+        same_major = [v for v in listed if _version(v)[0] == _version(version)[0]]
+        newest = max(same_major, key=_version, default=None)
+        if newest is None or _version(newest) > _version(version):
+            continue
+        lists = {platform: _derived(archs, version) for platform, archs in listed[newest].items()}
+        if all(lists.values()):
+            by_version[version] = lists
+            derived_from[version] = newest
+    return CudaLists(dict(sorted(by_version.items(), key=lambda item: _version(item[0]))), derived_from)
+
+
+def missing_list(version: str, listed: dict[str, dict[str, tuple[str, ...]]]) -> str:
+    """Why CUDA `version` has no list, and what to add so that it gets one."""
+    facts = ("what its nvcc compiles for (`nvcc --list-gpu-code`) to NVCC_ARCHITECTURES in "
+             "scripts/feedstock/architectures.py")
+    newest = max((v for v in listed if _version(v)[0] == _version(version)[0]), key=_version, default=None)
+    if newest is not None and _version(newest) < _version(version):
+        return f"CUDA {version} has no GPU architecture list: add {facts}, and its list follows CUDA {newest}'s"
+    why = f"the config lists no CUDA {_version(version)[0]}" if newest is None else \
+        f"it is older than the config's CUDA {newest}"
+    config = f"cuda.versions.\"{version}\" to config/feedstock.yaml"
+    return (f"CUDA {version} has no GPU architecture list: {why}; add "
+            f"{config if version in NVCC_ARCHITECTURES else facts + ', and ' + config}")

@@ -103,17 +103,22 @@ def mirror_path(url: str) -> str:
     return url.removeprefix("https://")
 
 
+def recipe_source(feedstock: Path) -> tuple[str, str, str]:
+    """The version, source URL and sha256 of the feedstock's committed recipe."""
+    config, bot = load(feedstock)
+    return bot.version, config.source_url.replace("{version}", bot.version), bot.sha256
+
+
 def locate(feedstock: Path, cache: Path, dependencies: Iterable[str] = (),
            environ: Mapping[str, str] = os.environ) -> Sources:
     """ORT's source for the feedstock's recipe and the deps.txt archives named, from the mirror or the cache."""
-    config, bot = load(feedstock)
+    version, url, sha256 = recipe_source(feedstock)
     cache = cache / "sources"
     mirror = mirror_folder(environ)
     if mirror is not None:
-        return _from_mirror(mirror, bot.version, dependencies)
-    url = config.source_url.replace("{version}", bot.version)
+        return _from_mirror(mirror, version, dependencies)
     base_url = environ.get(BASE_URL_VARIABLE, "")
-    tarball = _fetch(url, "sha256", bot.sha256, "recipe/recipe.yaml", cache, base_url)
+    tarball = _fetch(url, "sha256", sha256, "recipe/recipe.yaml", cache, base_url)
     sources = Sources(tarball, cache / "mirror", {}, None, f"downloaded {url} (sha256 checked) into {cache}")
     listed = deps_txt(sources.read(DEPS_TXT)) if dependencies else {}
     for name in dependencies:

@@ -1,0 +1,169 @@
+"""Where the rehearsal and the tests get ONNX Runtime's source (scripts/rehearsal/sources.py).
+
+The download path runs against a real HTTP server on 127.0.0.1 that serves the mirror's files under
+the recipe's and deps.txt's URL paths, reached through ORT_DOWNLOAD_BASE_URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from rehearsal.build import DEPENDENCIES
+from rehearsal.sources import (BASE_URL_VARIABLE, DEPS_TXT, MIRROR_VARIABLE, SourcesUnavailable, WrongHash,
+                               deps_txt, locate, mirror_folder, mirror_path, recipe_source)
+
+CPU_DEPENDENCIES = DEPENDENCIES["onnxruntime-cpp"]
+
+
+class Server:
+    """A folder served over HTTP on 127.0.0.1, laid out as `mirror/<url without https://>`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(root)))
+        self.base_url = f"http://127.0.0.1:{self.http.server_address[1]}"
+
+    def serve(self, url: str, file: Path) -> None:
+        path = self.root / mirror_path(url)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
+        path.symlink_to(file)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    """The mirror's source tarball under the recipe's URL, and its archives under deps.txt's URLs."""
+    mirror = mirror_folder(os.environ)
+    if mirror is None:
+        pytest.skip(f"no mirror ({MIRROR_VARIABLE}) whose files the local server could serve")
+    mirrored = locate(REPO, tmp_path / "unused", CPU_DEPENDENCIES)
+    served = Server(tmp_path / "served")
+    served.serve(recipe_source(REPO)[1], mirrored.tarball)
+    listed = deps_txt(mirrored.read(DEPS_TXT))
+    for name, archive in mirrored.archives.items():
+        served.serve(listed[name][0], archive)
+    thread = threading.Thread(target=served.http.serve_forever, daemon=True)
+    thread.start()
+    yield served
+    served.http.shutdown()
+    served.http.server_close()
+
+
+def _environ(base_url: str) -> dict[str, str]:
+    """No mirror; downloads from base_url."""
+    return {MIRROR_VARIABLE: "", BASE_URL_VARIABLE: base_url}
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _refused_base_url() -> str:
+    """An address on 127.0.0.1 where nothing listens: a connection is refused, as without a network."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+def _served_tarball(server: Server) -> Path:
+    return (server.root / mirror_path(recipe_source(REPO)[1])).resolve()
+
+
+def _recipe_expecting(feedstock: Path, sha256: str) -> None:
+    """The scratch recipe's source.sha256 set to this one, as a bot bump would set it."""
+    recipe = feedstock / "recipe" / "recipe.yaml"
+    committed = recipe_source(feedstock)[2]
+    recipe.write_text(recipe.read_text().replace(f"sha256: {committed}", f"sha256: {sha256}"))
+    assert recipe_source(feedstock)[2] == sha256
+
+
+def test_downloads_matching_the_recipes_sha256_and_deps_txts_sha1s_are_cached_and_used(
+        server: Server, feedstock: Path, tmp_path: Path) -> None:
+    _recipe_expecting(feedstock, _sha256(_served_tarball(server)))
+    cache = tmp_path / "cache"
+    located = locate(feedstock, cache, CPU_DEPENDENCIES, _environ(server.base_url))
+    assert located.tarball.is_relative_to(cache)
+    assert located.tarball.read_bytes() == _served_tarball(server).read_bytes()
+    listed = deps_txt(located.read(DEPS_TXT))
+    assert sorted(located.archives) == sorted(CPU_DEPENDENCIES)
+    for name, archive in located.archives.items():
+        url, sha1 = listed[name]
+        # where ORT's -Donnxruntime_CMAKE_DEPS_MIRROR_DIR looks for it
+        assert archive == located.deps_mirror / mirror_path(url)
+        assert hashlib.sha1(archive.read_bytes()).hexdigest() == sha1
+    assert _files(cache) == sorted([located.tarball, *located.archives.values()])
+
+
+def test_kept_downloads_are_used_without_the_network(server: Server, feedstock: Path, tmp_path: Path) -> None:
+    _recipe_expecting(feedstock, _sha256(_served_tarball(server)))
+    cache = tmp_path / "cache"
+    first = locate(feedstock, cache, CPU_DEPENDENCIES, _environ(server.base_url))
+    again = locate(feedstock, cache, CPU_DEPENDENCIES, _environ(_refused_base_url()))
+    assert again == first
+
+
+def test_a_source_tarball_whose_sha256_is_not_the_recipes_is_refused_and_nothing_is_cached(
+        server: Server, tmp_path: Path) -> None:
+    url, expected = recipe_source(REPO)[1:]
+    actual = _sha256(_served_tarball(server))
+    if actual == expected:
+        pytest.skip("the mirror holds the tag's own tarball: no wrong bytes to serve")
+    cache = tmp_path / "cache"
+    with pytest.raises(WrongHash) as refused:
+        locate(REPO, cache, CPU_DEPENDENCIES, _environ(server.base_url))
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(url) and expected in message and actual in message
+    assert _files(cache) == []
+
+
+def test_an_archive_whose_sha1_is_not_deps_txts_is_refused_and_nothing_of_it_is_cached(
+        server: Server, feedstock: Path, tmp_path: Path) -> None:
+    _recipe_expecting(feedstock, _sha256(_served_tarball(server)))
+    listed = deps_txt(locate(REPO, tmp_path / "unused", CPU_DEPENDENCIES).read(DEPS_TXT))
+    (re2_url, re2_sha1), (date_url, _) = listed["re2"], listed["date"]
+    wrong = (server.root / mirror_path(date_url)).resolve()
+    server.serve(re2_url, wrong)
+    cache = tmp_path / "cache"
+    with pytest.raises(WrongHash) as refused:
+        locate(feedstock, cache, CPU_DEPENDENCIES, _environ(server.base_url))
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(re2_url) and re2_sha1 in message
+    assert hashlib.sha1(wrong.read_bytes()).hexdigest() in message
+    assert not (cache / "sources" / "mirror" / mirror_path(re2_url)).exists()
+    assert all(not p.name.endswith(".partial") for p in _files(cache))
+
+
+def test_without_a_mirror_or_a_reachable_download_the_sources_are_unavailable_saying_why(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    with pytest.raises(SourcesUnavailable) as unavailable:
+        locate(REPO, cache, CPU_DEPENDENCIES, _environ(_refused_base_url()))
+    message = str(unavailable.value)
+    assert message.startswith(recipe_source(REPO)[1]) and "cannot download" in message and MIRROR_VARIABLE in message
+    assert _files(cache) == []
+
+
+def test_rehearse_without_sources_exits_2_with_the_reason_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse.py"), "onnxruntime-cpp",
+                           "--workdir", str(tmp_path / "work"), "--cache", str(tmp_path / "cache")],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                          env={**os.environ, **_environ(_refused_base_url())})
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"rehearse: {recipe_source(REPO)[1]}") and done.stderr.count("\n") == 1

@@ -24,7 +24,7 @@ from conftest import REPO
 from rattler_render import render
 from rehearsal.build import DEPENDENCIES
 from rehearsal.sources import Sources
-from support.upstream_source import CACHE, sources
+from support.upstream_source import CACHE, archives_cmake_took, sources
 from support.yaml_files import read_yaml
 
 CONFIG = read_yaml(REPO / "config" / "feedstock.yaml")
@@ -117,6 +117,11 @@ def test_the_report_calls_the_sample_a_sample_and_records_the_whole_graph(rehear
 def test_no_include_folder_shadows_the_c_librarys_headers(rehearsal: tuple[str, dict, Path]) -> None:
     output, report, _ = rehearsal
     assert report["configure_ok"] and report["shadowing_include_dirs"] == [], output
+
+
+def test_cmake_takes_every_dependency_from_the_archives_located_for_the_output(rehearsal: tuple[str, dict, Path]) -> None:
+    output, _, workdir = rehearsal
+    assert archives_cmake_took(workdir / "src") == set(sources(*DEPENDENCIES[output]).archives.values()), output
 
 
 def test_every_source_a_patch_changes_is_compiled_in_the_sample(rehearsal: tuple[str, dict, Path]) -> None:

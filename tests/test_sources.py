@@ -7,6 +7,7 @@ the recipe's and deps.txt's URL paths, reached through ORT_DOWNLOAD_BASE_URL.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 import subprocess
@@ -23,6 +24,7 @@ from conftest import REPO
 from rehearsal.build import DEPENDENCIES
 from rehearsal.sources import (BASE_URL_VARIABLE, DEPS_TXT, MIRROR_VARIABLE, SourcesUnavailable, WrongHash,
                                deps_txt, locate, mirror_folder, mirror_path, recipe_source)
+from support.upstream_source import archives_cmake_took
 
 CPU_DEPENDENCIES = DEPENDENCIES["onnxruntime-cpp"]
 
@@ -167,3 +169,21 @@ def test_rehearse_without_sources_exits_2_with_the_reason_in_one_line(tmp_path: 
                           env={**os.environ, **_environ(_refused_base_url())})
     assert done.returncode == 2
     assert done.stderr.startswith(f"rehearse: {recipe_source(REPO)[1]}") and done.stderr.count("\n") == 1
+
+
+def test_a_rehearsal_without_a_mirror_configures_from_what_it_downloaded(server: Server, feedstock: Path,
+                                                                          tmp_path: Path) -> None:
+    _recipe_expecting(feedstock, _sha256(_served_tarball(server)))
+    # the stand-ins come from the tests' cache as usual; the sources are downloaded into it as well
+    cache = REPO / ".cache" / "rehearsal"
+    workdir = tmp_path / "work"
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse.py"), "onnxruntime-cpp", "--no-sample",
+                           "--workdir", str(workdir), "--feedstock", str(feedstock), "--cache", str(cache)],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                          env={**os.environ, **_environ(server.base_url)})
+    report = json.loads((workdir / "report.json").read_text())
+    assert done.returncode == 0 and report["configure_ok"], done.stderr[-3000:] + report["configure_error"]
+    assert report["sources"].startswith(f"downloaded {recipe_source(feedstock)[1]}")
+    # ORT's CMake took each dependency from the downloaded archives, whose SHA1 it checks itself
+    located = locate(feedstock, cache, CPU_DEPENDENCIES, _environ(_refused_base_url()))
+    assert archives_cmake_took(workdir / "src") == set(located.archives.values())

@@ -4,6 +4,7 @@ with the reason."""
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
 
@@ -43,3 +44,9 @@ def exists(member: str) -> bool:
 def unpack(into: Path, *members: str) -> Path:
     """Some folders and files of the source tree, with its top folder dropped, in `into`."""
     return sources().unpack(into, *members)
+
+
+def archives_cmake_took(source_tree: Path) -> set[Path]:
+    """The archive each of FetchContent's downloads in the source tree's build folders came from."""
+    stamps = source_tree.glob("*/_deps/*-subbuild/*-populate-prefix/src/*-populate-stamp/*-populate-urlinfo.txt")
+    return {Path(url) for stamp in stamps for url in re.findall(r"^url\(s\)=(.+)$", stamp.read_text(), re.MULTILINE)}

@@ -24,7 +24,7 @@ from conftest import REPO
 from rehearsal.build import DEPENDENCIES
 from rehearsal.sources import (BASE_URL_VARIABLE, DEPS_TXT, MIRROR_VARIABLE, SourcesUnavailable, WrongHash,
                                deps_txt, locate, mirror_folder, mirror_path, recipe_source)
-from support.upstream_source import archives_cmake_took
+from support.upstream_source import CACHE, archives_cmake_took
 
 CPU_DEPENDENCIES = DEPENDENCIES["onnxruntime-cpp"]
 
@@ -76,6 +76,10 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _sha1(path: Path) -> str:
+    return hashlib.sha1(path.read_bytes()).hexdigest()
+
+
 def _refused_base_url() -> str:
     """An address on 127.0.0.1 where nothing listens: a connection is refused, as without a network."""
     with socket.socket() as probe:
@@ -85,6 +89,15 @@ def _refused_base_url() -> str:
 
 def _served_tarball(server: Server) -> Path:
     return (server.root / mirror_path(recipe_source(REPO)[1])).resolve()
+
+
+def _refused(feedstock: Path, cache: Path, server: Server) -> str:
+    """The one line a download of the wrong bytes is refused with."""
+    with pytest.raises(WrongHash) as refused:
+        locate(feedstock, cache, CPU_DEPENDENCIES, _environ(server.base_url))
+    message = str(refused.value)
+    assert "\n" not in message
+    return message
 
 
 def _recipe_expecting(feedstock: Path, sha256: str) -> None:
@@ -108,7 +121,7 @@ def test_downloads_matching_the_recipes_sha256_and_deps_txts_sha1s_are_cached_an
         url, sha1 = listed[name]
         # where ORT's -Donnxruntime_CMAKE_DEPS_MIRROR_DIR looks for it
         assert archive == located.deps_mirror / mirror_path(url)
-        assert hashlib.sha1(archive.read_bytes()).hexdigest() == sha1
+        assert _sha1(archive) == sha1
     assert _files(cache) == sorted([located.tarball, *located.archives.values()])
 
 
@@ -127,10 +140,7 @@ def test_a_source_tarball_whose_sha256_is_not_the_recipes_is_refused_and_nothing
     if actual == expected:
         pytest.skip("the mirror holds the tag's own tarball: no wrong bytes to serve")
     cache = tmp_path / "cache"
-    with pytest.raises(WrongHash) as refused:
-        locate(REPO, cache, CPU_DEPENDENCIES, _environ(server.base_url))
-    message = str(refused.value)
-    assert "\n" not in message
+    message = _refused(REPO, cache, server)
     assert message.startswith(url) and expected in message and actual in message
     assert _files(cache) == []
 
@@ -143,14 +153,13 @@ def test_an_archive_whose_sha1_is_not_deps_txts_is_refused_and_nothing_of_it_is_
     wrong = (server.root / mirror_path(date_url)).resolve()
     server.serve(re2_url, wrong)
     cache = tmp_path / "cache"
-    with pytest.raises(WrongHash) as refused:
-        locate(feedstock, cache, CPU_DEPENDENCIES, _environ(server.base_url))
-    message = str(refused.value)
-    assert "\n" not in message
-    assert message.startswith(re2_url) and re2_sha1 in message
-    assert hashlib.sha1(wrong.read_bytes()).hexdigest() in message
-    assert not (cache / "sources" / "mirror" / mirror_path(re2_url)).exists()
-    assert all(not p.name.endswith(".partial") for p in _files(cache))
+    message = _refused(feedstock, cache, server)
+    assert message.startswith(re2_url) and re2_sha1 in message and _sha1(wrong) in message
+    # what the cache holds is what was checked before re2: the tarball and the archives listed before it
+    checked = {_sha256(_served_tarball(server))} | {sha1 for name, (_, sha1) in listed.items()
+                                                    if name in CPU_DEPENDENCIES and name != "re2"}
+    assert _files(cache) and all({_sha256(p), _sha1(p)} & checked for p in _files(cache))
+    assert not any(p.as_posix().endswith(mirror_path(re2_url)) for p in _files(cache))
 
 
 def test_without_a_mirror_or_a_reachable_download_the_sources_are_unavailable_saying_why(tmp_path: Path) -> None:
@@ -175,7 +184,7 @@ def test_a_rehearsal_without_a_mirror_configures_from_what_it_downloaded(server:
                                                                           tmp_path: Path) -> None:
     _recipe_expecting(feedstock, _sha256(_served_tarball(server)))
     # the stand-ins come from the tests' cache as usual; the sources are downloaded into it as well
-    cache = REPO / ".cache" / "rehearsal"
+    cache = CACHE
     workdir = tmp_path / "work"
     done = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse.py"), "onnxruntime-cpp", "--no-sample",
                            "--workdir", str(workdir), "--feedstock", str(feedstock), "--cache", str(cache)],

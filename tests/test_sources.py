@@ -22,9 +22,10 @@ import pytest
 
 from conftest import REPO
 from rehearsal.build import DEPENDENCIES
+from rehearsal.prefixes import RehearsalError
 from rehearsal.sources import (BASE_URL_VARIABLE, DEPS_TXT, MIRROR_VARIABLE, SourcesUnavailable, WrongHash,
                                deps_txt, locate, mirror_folder, mirror_path, recipe_source)
-from support.upstream_source import CACHE, archives_cmake_took
+from support.upstream_source import CACHE, archives_cmake_took, sources
 
 CPU_DEPENDENCIES = DEPENDENCIES["onnxruntime-cpp"]
 
@@ -160,6 +161,12 @@ def test_an_archive_whose_sha1_is_not_deps_txts_is_refused_and_nothing_of_it_is_
                                                     if name in CPU_DEPENDENCIES and name != "re2"}
     assert _files(cache) and all({_sha256(p), _sha1(p)} & checked for p in _files(cache))
     assert not any(p.as_posix().endswith(mirror_path(re2_url)) for p in _files(cache))
+
+
+def test_a_dependency_that_deps_txt_does_not_list_is_an_error_not_a_skip() -> None:
+    sources()
+    with pytest.raises(RehearsalError, match="lists no no_such_dependency"):
+        locate(REPO, CACHE, ("no_such_dependency",))
 
 
 def test_without_a_mirror_or_a_reachable_download_the_sources_are_unavailable_saying_why(tmp_path: Path) -> None:

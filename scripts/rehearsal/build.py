@@ -25,8 +25,9 @@ from rehearsal.sources import Sources
 
 BUILD_SCRIPTS = {"onnxruntime-ep-cuda": "build_ep_cuda.sh", "onnxruntime-cpp": "build_cpp.sh",
                  "onnxruntime": "build_python.sh"}
-# The cmake/deps.txt entries each output's linux-64 configure fetches (upstream's CMake at 1.30.0): what
-# a rehearsal without a mirror downloads first. One missing here is still fetched, by ORT's CMake itself.
+# The cmake/deps.txt entries each output's linux-64 configure takes (upstream's CMake at 1.30.0): what a
+# rehearsal without a mirror downloads, and checks, first. tests/test_rehearsal.py checks that they are
+# exactly the archives the configure took.
 _EVERY_BUILD = ("abseil_cpp", "date", "eigen", "flatbuffers", "json", "microsoft_gsl", "mp11", "onnx", "protobuf",
                 "pytorch_cpuinfo", "re2", "safeint")
 DEPENDENCIES = {"onnxruntime-ep-cuda": (*_EVERY_BUILD, "cudnn_frontend", "cutlass"),

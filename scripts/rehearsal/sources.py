@@ -27,11 +27,12 @@ import subprocess
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from feedstock.inputs import load
+from rehearsal.prefixes import RehearsalError
 
 MIRROR_VARIABLE = "ORT_SOURCE_MIRROR"
 BASE_URL_VARIABLE = "ORT_DOWNLOAD_BASE_URL"
@@ -109,7 +110,7 @@ def recipe_source(feedstock: Path) -> tuple[str, str, str]:
     return bot.version, config.source_url.replace("{version}", bot.version), bot.sha256
 
 
-def locate(feedstock: Path, cache: Path, dependencies: Iterable[str] = (),
+def locate(feedstock: Path, cache: Path, dependencies: Sequence[str] = (),
            environ: Mapping[str, str] = os.environ) -> Sources:
     """ORT's source for the feedstock's recipe and the deps.txt archives named, from the mirror or the cache."""
     version, url, sha256 = recipe_source(feedstock)
@@ -129,11 +130,11 @@ def locate(feedstock: Path, cache: Path, dependencies: Iterable[str] = (),
 
 def _listed(listed: dict[str, tuple[str, str]], name: str, tarball: Path) -> tuple[str, str]:
     if name not in listed:
-        raise SourcesUnavailable(f"{tarball}: {DEPS_TXT} lists no {name}")
+        raise RehearsalError(f"{tarball}: {DEPS_TXT} lists no {name}, which the rehearsal asks for")
     return listed[name]
 
 
-def _from_mirror(mirror: Path, version: str, dependencies: Iterable[str]) -> Sources:
+def _from_mirror(mirror: Path, version: str, dependencies: Sequence[str]) -> Sources:
     found = sorted(mirror.glob(f"onnxruntime-{version}-src.tar*"))
     if len(found) != 1:
         raise SourcesUnavailable(f"{mirror} ({MIRROR_VARIABLE}): {len(found)} files named "

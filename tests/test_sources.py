@@ -53,7 +53,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
         pytest.skip(f"no mirror ({MIRROR_VARIABLE}) whose files the local server could serve")
     mirrored = locate(REPO, tmp_path / "unused", CPU_DEPENDENCIES)
     served = Server(tmp_path / "served")
-    served.serve(recipe_source(REPO)[1], mirrored.tarball)
+    served.serve(recipe_source(REPO).url, mirrored.tarball)
     listed = deps_txt(mirrored.read(DEPS_TXT))
     for name, archive in mirrored.archives.items():
         served.serve(listed[name][0], archive)
@@ -89,7 +89,7 @@ def _refused_base_url() -> str:
 
 
 def _served_tarball(server: Server) -> Path:
-    return (server.root / mirror_path(recipe_source(REPO)[1])).resolve()
+    return (server.root / mirror_path(recipe_source(REPO).url)).resolve()
 
 
 def _refused(feedstock: Path, cache: Path, server: Server) -> str:
@@ -104,9 +104,9 @@ def _refused(feedstock: Path, cache: Path, server: Server) -> str:
 def _recipe_expecting(feedstock: Path, sha256: str) -> None:
     """The scratch recipe's source.sha256 set to this one, as a bot bump would set it."""
     recipe = feedstock / "recipe" / "recipe.yaml"
-    committed = recipe_source(feedstock)[2]
+    committed = recipe_source(feedstock).sha256
     recipe.write_text(recipe.read_text().replace(f"sha256: {committed}", f"sha256: {sha256}"))
-    assert recipe_source(feedstock)[2] == sha256
+    assert recipe_source(feedstock).sha256 == sha256
 
 
 def test_downloads_matching_the_recipes_sha256_and_deps_txts_sha1s_are_cached_and_used(
@@ -136,7 +136,7 @@ def test_kept_downloads_are_used_without_the_network(server: Server, feedstock: 
 
 def test_a_source_tarball_whose_sha256_is_not_the_recipes_is_refused_and_nothing_is_cached(
         server: Server, tmp_path: Path) -> None:
-    url, expected = recipe_source(REPO)[1:]
+    _, url, expected = recipe_source(REPO)
     actual = _sha256(_served_tarball(server))
     if actual == expected:
         pytest.skip("the mirror holds the tag's own tarball: no wrong bytes to serve")
@@ -174,7 +174,7 @@ def test_without_a_mirror_or_a_reachable_download_the_sources_are_unavailable_sa
     with pytest.raises(SourcesUnavailable) as unavailable:
         locate(REPO, cache, CPU_DEPENDENCIES, _environ(_refused_base_url()))
     message = str(unavailable.value)
-    assert message.startswith(recipe_source(REPO)[1]) and "cannot download" in message and MIRROR_VARIABLE in message
+    assert message.startswith(recipe_source(REPO).url) and "cannot download" in message and MIRROR_VARIABLE in message
     assert _files(cache) == []
 
 
@@ -184,7 +184,7 @@ def test_rehearse_without_sources_exits_2_with_the_reason_in_one_line(tmp_path: 
                           capture_output=True, text=True, stdin=subprocess.DEVNULL,
                           env={**os.environ, **_environ(_refused_base_url())})
     assert done.returncode == 2
-    assert done.stderr.startswith(f"rehearse: {recipe_source(REPO)[1]}") and done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"rehearse: {recipe_source(REPO).url}") and done.stderr.count("\n") == 1
 
 
 def test_a_rehearsal_without_a_mirror_configures_from_what_it_downloaded(server: Server, feedstock: Path,
@@ -199,7 +199,7 @@ def test_a_rehearsal_without_a_mirror_configures_from_what_it_downloaded(server:
                           env={**os.environ, **_environ(server.base_url)})
     report = json.loads((workdir / "report.json").read_text())
     assert done.returncode == 0 and report["configure_ok"], done.stderr[-3000:] + report["configure_error"]
-    assert report["sources"].startswith(f"downloaded {recipe_source(feedstock)[1]}")
+    assert report["sources"].startswith(f"downloaded {recipe_source(feedstock).url}")
     # ORT's CMake took each dependency from the downloaded archives, whose SHA1 it checks itself
     located = locate(feedstock, cache, CPU_DEPENDENCIES, _environ(_refused_base_url()))
     assert archives_cmake_took(workdir / "src") == set(located.archives.values())

@@ -30,6 +30,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from feedstock.inputs import load
 from rehearsal.prefixes import RehearsalError
@@ -104,23 +105,29 @@ def mirror_path(url: str) -> str:
     return url.removeprefix("https://")
 
 
-def recipe_source(feedstock: Path) -> tuple[str, str, str]:
+class RecipeSource(NamedTuple):
+    version: str
+    url: str
+    sha256: str
+
+
+def recipe_source(feedstock: Path) -> RecipeSource:
     """The version, source URL and sha256 of the feedstock's committed recipe."""
     config, bot = load(feedstock)
-    return bot.version, config.source_url.replace("{version}", bot.version), bot.sha256
+    return RecipeSource(bot.version, config.source_url.replace("{version}", bot.version), bot.sha256)
 
 
 def locate(feedstock: Path, cache: Path, dependencies: Sequence[str] = (),
            environ: Mapping[str, str] = os.environ) -> Sources:
     """ORT's source for the feedstock's recipe and the deps.txt archives named, from the mirror or the cache."""
-    version, url, sha256 = recipe_source(feedstock)
+    recipe = recipe_source(feedstock)
     cache = cache / "sources"
     mirror = mirror_folder(environ)
     if mirror is not None:
-        return _from_mirror(mirror, version, dependencies)
+        return _from_mirror(mirror, recipe.version, dependencies)
     base_url = environ.get(BASE_URL_VARIABLE, "")
-    tarball = _fetch(url, "sha256", sha256, "recipe/recipe.yaml", cache, base_url)
-    sources = Sources(tarball, cache / "mirror", {}, None, f"downloaded {url} (sha256 checked) into {cache}")
+    tarball = _fetch(recipe.url, "sha256", recipe.sha256, "recipe/recipe.yaml", cache, base_url)
+    sources = Sources(tarball, cache / "mirror", {}, None, f"downloaded {recipe.url} (sha256 checked) into {cache}")
     listed = deps_txt(sources.read(DEPS_TXT)) if dependencies else {}
     for name in dependencies:
         dep_url, sha1 = _listed(listed, name, tarball)

@@ -8,8 +8,12 @@
 The recipe is evaluated by rattler-build's engine for the linux-64 variant in .ci_support/; its build
 and host requirements are laid out from the stand-ins in scripts/rehearsal/standins.yaml; the build
 script then runs up to its build step and a sample of the build graph is compiled (see
-scripts/rehearsal/build.py). DIR ends up with the source, the build tree and report.txt/report.json.
-Exit 0 when configure and every sampled compile succeeded, 1 when not, 2 on bad input.
+scripts/rehearsal/build.py). ORT's source and the archives its CMake fetches come from the mirror folder
+that ORT_SOURCE_MIRROR names, or are downloaded by the recipe's URL and sha256 and deps.txt's URLs and
+SHA1s into the cache (scripts/rehearsal/sources.py). DIR ends up with the source, the build tree and
+report.txt/report.json.
+Exit 0 when configure and every sampled compile succeeded, 1 when not, 2 on bad input or when the
+sources cannot be had.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt")
 from feedstock.errors import InputError  # noqa: E402
 from feedstock.reader import load_yaml  # noqa: E402
 from rattler_render import render  # noqa: E402
-from rehearsal.build import BUILD_SCRIPTS, rehearse  # noqa: E402
+from rehearsal.build import BUILD_SCRIPTS, DEPENDENCIES, rehearse  # noqa: E402
 from rehearsal.prefixes import RehearsalError  # noqa: E402
+from rehearsal.sources import SourcesUnavailable, WrongHash, locate  # noqa: E402
 
 PLATFORM = "linux-64"
 
@@ -64,8 +69,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--python", help="the Python version (the Python package only; default: the first)")
     parser.add_argument("--workdir", required=True, type=Path)
     parser.add_argument("--feedstock", type=Path, default=bootstrap.REPO, help="the feedstock to rehearse (default: this one)")
-    parser.add_argument("--shared", type=Path, default=bootstrap.REPO.parent / "shared",
-                        help="the folder whose upstream/ holds ORT's source and dependency mirror")
     parser.add_argument("--cache", type=Path, default=bootstrap.REPO / ".cache" / "rehearsal",
                         help="downloads kept between rehearsals")
     parser.add_argument("--no-sample", action="store_true", help="configure and record the graph, compile nothing")
@@ -73,15 +76,14 @@ def main(argv: list[str]) -> int:
     try:
         if (args.output == "onnxruntime-ep-cuda") != (args.cuda is not None):
             raise RehearsalError("--cuda is required for onnxruntime-ep-cuda and means nothing for the CPU outputs")
-        if not (args.shared / "upstream" / "mirror").is_dir():
-            raise RehearsalError(f"{args.shared / 'upstream'}: no ORT source and dependency mirror here")
+        sources = locate(args.feedstock.resolve(), args.cache.resolve(), DEPENDENCIES[args.output])
         rendered, variant = evaluate(args.feedstock.resolve(), args.output, args.cuda, args.python)
         config = args.feedstock / "config" / "feedstock.yaml"
         vendored = load_yaml(config, str(config))["license"]["vendored"]
         without_file = {entry["dep"] for entry in vendored if not entry.get("file")}
-        report = rehearse(args.output, rendered, variant, args.feedstock.resolve() / "recipe", args.shared.resolve(),
+        report = rehearse(args.output, rendered, variant, args.feedstock.resolve() / "recipe", sources,
                           args.workdir.resolve(), args.cache.resolve(), without_file, sample=not args.no_sample)
-    except (RehearsalError, InputError) as error:
+    except (RehearsalError, InputError, SourcesUnavailable, WrongHash) as error:
         print(f"rehearse: {error}", file=sys.stderr)
         return 2
     print((args.workdir / "report.txt").read_text(), end="")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FLOOR_CORE_VERSION, REPO, SHARED
+from conftest import FLOOR_CORE_VERSION, REPO
 from feedstock.reader import parse_yaml
 from support.pyenvs import python_env, run
 from support.recipe_checks import Feedstock
@@ -499,8 +499,7 @@ def test_cpp_build_installs_the_source_tree_header_layout_too(tmp_path, source_t
 @pytest.fixture(scope="module")
 def onnxruntime_source(tmp_path_factory) -> Path:
     """ONNX Runtime's real include/ tree and the CMake file that says which headers it installs flat."""
-    return upstream_source.unpack(SHARED, tmp_path_factory.mktemp("onnxruntime-source"), "include",
-                                  "cmake/onnxruntime.cmake", needed_for="the real headers are needed")
+    return upstream_source.unpack(tmp_path_factory.mktemp("onnxruntime-source"), "include", "cmake/onnxruntime.cmake")
 
 
 def install_flat_headers(source: Path, prefix: Path) -> None:
@@ -812,9 +811,9 @@ def test_the_core_library_rename_disables_the_one_test_that_loads_the_old_name(t
     assert re.search(r"onnxruntime_test_all \.+\s*Passed", result.stdout), result.stdout
 
 
-def test_upstream_registers_the_disabled_test_on_windows_and_it_loads_onnxruntime_dll(shared):
-    unittests = upstream_source.read(shared, "cmake/onnxruntime_unittests.cmake")
-    dlopen_main = upstream_source.read(shared, "onnxruntime/test/shared_lib/dlopen_main.cc")
+def test_upstream_registers_the_disabled_test_on_windows_and_it_loads_onnxruntime_dll():
+    unittests = upstream_source.read("cmake/onnxruntime_unittests.cmake")
+    dlopen_main = upstream_source.read("onnxruntime/test/shared_lib/dlopen_main.cc")
 
     assert re.search(rf"add_test\(NAME {DLOPEN_TEST} COMMAND {DLOPEN_TEST}\b", unittests)
     assert 'LoadLibrary(TEXT("onnxruntime.dll"))' in dlopen_main
@@ -882,12 +881,11 @@ def test_windows_plugin_build_names_the_build_environments_nvcc():
     assert '"-DCMAKE_CUDA_COMPILER=%BUILD_PREFIX:\\=/%/Library/bin/nvcc.exe"' in code
 
 
-def static_runtime_defaults(shared: Path) -> dict[str, bool]:
+def static_runtime_defaults() -> dict[str, bool]:
     """Each `*_MSVC_STATIC_RUNTIME` option the vendored dependencies declare, and whether it defaults to ON."""
-    sources = read_yaml(shared / "upstream" / "SOURCES.yaml")["dependencies"]
     defaults: dict[str, bool] = {}
-    for dep in ("protobuf", "onnx", "abseil_cpp"):
-        with zipfile.ZipFile(shared / "upstream" / sources[dep]["archive"]) as archive:
+    for path in upstream_source.sources("protobuf", "onnx", "abseil_cpp").archives.values():
+        with zipfile.ZipFile(path) as archive:
             (top,) = {name.split("/")[0] for name in archive.namelist()}
             cmakelists = archive.read(f"{top}/CMakeLists.txt").decode()
         for name, default in MSVC_RUNTIME_OPTION.findall(cmakelists):
@@ -895,8 +893,8 @@ def static_runtime_defaults(shared: Path) -> dict[str, bool]:
     return defaults
 
 
-def test_windows_builds_turn_off_only_the_static_runtimes_that_default_on(shared):
-    defaults = static_runtime_defaults(shared)
+def test_windows_builds_turn_off_only_the_static_runtimes_that_default_on():
+    defaults = static_runtime_defaults()
     passed = set(re.findall(r"-D(\w+_MSVC_STATIC_RUNTIME)=OFF", code_text(RECIPE / "cmake_common.bat")))
 
     assert len(defaults) == 3, defaults

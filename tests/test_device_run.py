@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FLOOR_CORE_VERSION, REPO, SHARED
+from conftest import FLOOR_CORE_VERSION, REPO
 
 DEVICE = REPO / "scripts" / "device"
 sys.path.insert(0, str(DEVICE))
 import checks  # noqa: E402
 import pack  # noqa: E402
+from rehearsal.sources import mirror_folder  # noqa: E402
 
 
 def run_sh(top: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -33,10 +34,11 @@ def steps(top: Path) -> list[list[str]]:
 
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not (SHARED / "upstream" / "mirror").is_dir():
-        pytest.skip(f"{SHARED / 'upstream'} is not here: the bundles carry its source and mirror")
+    mirror = mirror_folder(os.environ)
+    if mirror is None:
+        pytest.skip("no mirror folder (ORT_SOURCE_MIRROR, else ../shared/upstream): the bundles carry its files")
     dest = tmp_path_factory.mktemp("device") / "bundles"
-    result = subprocess.run([sys.executable, str(DEVICE / "pack.py"), "--shared", str(SHARED), "--dest", str(dest)],
+    result = subprocess.run([sys.executable, str(DEVICE / "pack.py"), "--mirror", str(mirror), "--dest", str(dest)],
                             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     return dest

@@ -3,7 +3,9 @@
 Each rehearsal configures for real and compiles a sample of the build graph (linux-64:
 onnxruntime-cpp, onnxruntime for one Python, onnxruntime-ep-cuda for CUDA 13.0; CUDA 12.9 has no
 nvcc on PyPI). A rehearsal's result is kept under .cache/rehearsal/runs/, keyed by everything it
-reads, so an unchanged feedstock is not rehearsed twice on one machine.
+reads, so an unchanged feedstock is not rehearsed twice on one machine. ORT's source comes from the mirror
+ORT_SOURCE_MIRROR names or from a download (tests/support/upstream_source.py); without either, these
+tests skip and say why.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SHARED
+from conftest import REPO
 from rattler_render import render
+from rehearsal.build import DEPENDENCIES
+from rehearsal.sources import Sources
+from support.upstream_source import CACHE, archives_cmake_took, sources
 from support.yaml_files import read_yaml
 
-UPSTREAM = SHARED / "upstream"
-CACHE = REPO / ".cache" / "rehearsal"
 CONFIG = read_yaml(REPO / "config" / "feedstock.yaml")
 PLUGIN, CPP, PYTHON = "onnxruntime-ep-cuda", "onnxruntime-cpp", "onnxruntime"
 REHEARSED = {PLUGIN: ["--cuda", "13.0"], CPP: [], PYTHON: ["--python", "3.11"]}
@@ -31,11 +34,8 @@ REHEARSED = {PLUGIN: ["--cuda", "13.0"], CPP: [], PYTHON: ["--python", "3.11"]}
 REHEARSAL_CODE = [REPO / "scripts" / "rehearse.py", REPO / "scripts" / "rattler_render.py",
                   *sorted(p for p in (REPO / "scripts" / "rehearsal").iterdir() if p.suffix in (".py", ".yaml"))]
 
-pytestmark = pytest.mark.skipif(not (UPSTREAM / "mirror").is_dir(),
-                                reason=f"{UPSTREAM} (ORT's source and dependency mirror) is not beside the checkout")
 
-
-def _digest(feedstock: Path, args: list[str]) -> str:
+def _digest(feedstock: Path, args: list[str], located: Sources) -> str:
     digest = hashlib.sha256(" ".join(args).encode())
     files = [*sorted((feedstock / "recipe").rglob("*")), feedstock / "config" / "feedstock.yaml",
              *sorted((feedstock / ".ci_support").glob("linux_64_*.yaml")), *REHEARSAL_CODE]
@@ -43,20 +43,21 @@ def _digest(feedstock: Path, args: list[str]) -> str:
         if path.is_file() and "__pycache__" not in path.parts:
             name = path.relative_to(feedstock if path.is_relative_to(feedstock) else REPO).as_posix()
             digest.update(name.encode() + path.read_bytes())
-    for archive in sorted(UPSTREAM.glob("*.tar.zst")):
-        digest.update(f"{archive.name}:{archive.stat().st_size}".encode())
+    for archive in (located.tarball, located.trees):
+        if archive is not None:
+            digest.update(f"{archive.name}:{archive.stat().st_size}".encode())
     return digest.hexdigest()[:16]
 
 
 def rehearse(output: str, feedstock: Path = REPO, *extra: str) -> tuple[dict, Path]:
     """The report and work folder of a rehearsal, run unless an identical one is cached."""
     args = [output, *REHEARSED[output], *extra]
-    workdir = CACHE / "runs" / f"{output}-{_digest(feedstock, args)}"
+    workdir = CACHE / "runs" / f"{output}-{_digest(feedstock, args, sources(*DEPENDENCIES[output]))}"
     report = workdir / "report.json"
     if not report.exists():
         shutil.rmtree(workdir, ignore_errors=True)
         done = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse.py"), *args, "--workdir", str(workdir),
-                               "--feedstock", str(feedstock), "--shared", str(SHARED), "--cache", str(CACHE)],
+                               "--feedstock", str(feedstock), "--cache", str(CACHE)],
                               capture_output=True, text=True, stdin=subprocess.DEVNULL)
         assert report.exists(), f"rehearse.py exit {done.returncode}: {done.stderr[-3000:]}"
         # the stand-in environments are most of a run's size (up to 2 GB for the plugin) and the report
@@ -116,6 +117,11 @@ def test_the_report_calls_the_sample_a_sample_and_records_the_whole_graph(rehear
 def test_no_include_folder_shadows_the_c_librarys_headers(rehearsal: tuple[str, dict, Path]) -> None:
     output, report, _ = rehearsal
     assert report["configure_ok"] and report["shadowing_include_dirs"] == [], output
+
+
+def test_cmake_takes_every_dependency_from_the_archives_located_for_the_output(rehearsal: tuple[str, dict, Path]) -> None:
+    output, _, workdir = rehearsal
+    assert archives_cmake_took(workdir / "src") == set(sources(*DEPENDENCIES[output]).archives.values()), output
 
 
 def test_every_source_a_patch_changes_is_compiled_in_the_sample(rehearsal: tuple[str, dict, Path]) -> None:
@@ -233,8 +239,9 @@ def test_a_package_without_a_stand_in_is_refused_naming_the_table_and_the_packag
     text = recipe.read_text()
     assert "        - libcufft-dev\n" in text
     recipe.write_text(text.replace("        - libcufft-dev\n", "        - libcufft-dev\n        - libnvjpeg-dev\n", 1))
+    sources(*DEPENDENCIES[PLUGIN])
     done = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse.py"), PLUGIN, "--cuda", "13.0",
                            "--workdir", str(feedstock / "rehearsal"), "--feedstock", str(feedstock),
-                           "--shared", str(SHARED), "--cache", str(CACHE)], capture_output=True, text=True)
+                           "--cache", str(CACHE)], capture_output=True, text=True)
     assert done.returncode == 2
     assert "standins.yaml" in done.stderr and "libnvjpeg-dev" in done.stderr

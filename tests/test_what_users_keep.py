@@ -55,9 +55,9 @@ def script_lines(tests: list) -> list[str]:
 # --- upstream's Python requirements
 
 
-def test_python_run_requirements_are_upstreams_requirements_txt(evaluated: Feedstock, shared: Path) -> None:
+def test_python_run_requirements_are_upstreams_requirements_txt(evaluated: Feedstock) -> None:
     upstream = {}
-    for line in upstream_source.read(shared, "requirements.txt").splitlines():
+    for line in upstream_source.read("requirements.txt").splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
             requirement = Requirement(line)
             upstream[CONDA_NAME.get(requirement.name, requirement.name)] = requirement.specifier
@@ -72,14 +72,14 @@ def test_python_run_requirements_are_the_configs(evaluated: Feedstock) -> None:
         assert package.requirements["run"] == ["python", *CONFIG["python"]["requirements"]], package.source
 
 
-def test_python_host_has_every_package_setup_py_imports(evaluated: Feedstock, shared: Path) -> None:
-    tree = ast.parse(upstream_source.read(shared, "setup.py"))
+def test_python_host_has_every_package_setup_py_imports(evaluated: Feedstock) -> None:
+    tree = ast.parse(upstream_source.read("setup.py"))
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
     # setup.py also imports a helper of the source tree (onnxruntime/python/onnxruntime_collect_build_info.py)
-    in_tree = {name for name in imported if upstream_source.exists(shared, f"onnxruntime/python/{name}.py")}
+    in_tree = {name for name in imported if upstream_source.exists(f"onnxruntime/python/{name}.py")}
     third_party = imported - set(sys.stdlib_module_names) - in_tree
     assert third_party, "setup.py imports no third-party package: the parse found nothing to check"
     for package in built(evaluated, PYTHON_PACKAGE):

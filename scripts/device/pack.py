@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Lay out what a run on the GPU machine needs, in bundles that each fit one call's transfer.
 
-    python3 scripts/device/pack.py [--shared DIR] [--dest DIR]
+    python3 scripts/device/pack.py [--mirror DIR] [--dest DIR]
 
 The GPU machine has no network, and one call carries at most 64 MiB: the checkout plus the folders
-named in `carry`. The sources (ONNX Runtime's tarball, the archives its CMake fetches, the
-cutlass/cudnn_frontend trees), protoc and zstd from Debian, and the ONNX Runtime cores from PyPI are
+named in `carry`. The sources, from a mirror folder laid out as scripts/rehearsal/sources.py describes
+(ONNX Runtime's `.tar.zst` tarball, the archives its CMake fetches, the cutlass/cudnn_frontend trees), protoc and zstd from Debian, and the ONNX Runtime cores from PyPI are
 split into DEST/bundle-N folders of at most BUNDLE_LIMIT bytes each, the build's inputs first, so the
 build can start once the bundles holding them are staged. DEST/bundle-1/plan.json says what the run
 builds and tests and which settings differ from conda-forge's build (`DEVICE_OVERRIDES`); run.sh on
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -30,6 +31,7 @@ bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt")
 
 from rehearse import evaluate  # noqa: E402
 from rehearsal.prefixes import RehearsalError  # noqa: E402
+from rehearsal.sources import TREES, mirror_folder  # noqa: E402
 
 MIB = 1024 * 1024
 # One call carries 64 MiB; the tracked checkout travels with every bundle and must stay under the rest.
@@ -99,11 +101,10 @@ def build_plan(feedstock: Path) -> dict:
     }
 
 
-def gather(shared: Path, plan: dict, scratch: Path) -> tuple[dict[str, Path], dict[str, Path]]:
+def gather(upstream: Path, plan: dict, scratch: Path) -> tuple[dict[str, Path], dict[str, Path]]:
     """Build inputs and test inputs, each by its path inside a bundle."""
-    upstream = shared / "upstream"
     tarball = upstream / f"onnxruntime-{plan['version']}-src.tar.zst"
-    trees = upstream / "cutlass-cudnn_frontend-trees.tar.zst"
+    trees = upstream / TREES
     for needed in (tarball, trees, upstream / "mirror"):
         if not needed.exists():
             raise PackError(f"{needed}: missing; the GPU run needs ONNX Runtime's source and mirror there")
@@ -162,14 +163,16 @@ def write(dest: Path, packed: list[dict[str, Path]], plan: dict, build: dict[str
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shared", type=Path, default=bootstrap.REPO.parent / "shared",
-                        help="the folder whose upstream/ holds ORT's source, mirror and trees")
+    parser.add_argument("--mirror", type=Path, default=mirror_folder(os.environ),
+                        help="the mirror folder (default: ORT_SOURCE_MIRROR, else ../shared/upstream)")
     parser.add_argument("--dest", type=Path, default=bootstrap.REPO / ".device", help="where the bundles go")
     args = parser.parse_args(argv)
     try:
         plan = build_plan(bootstrap.REPO)
+        if args.mirror is None:
+            raise PackError("no mirror folder: name one with --mirror or ORT_SOURCE_MIRROR")
         with tempfile.TemporaryDirectory() as scratch:
-            build, tests = gather(args.shared.resolve(), plan, Path(scratch))
+            build, tests = gather(args.mirror.resolve(), plan, Path(scratch))
             packed = bundles(build, tests, BUNDLE_LIMIT)
             write(args.dest.resolve(), packed, plan, build)
     except PackError as error:

@@ -21,9 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from rehearsal.prefixes import Prefixes, RehearsalError, lay_out
+from rehearsal.sources import Sources
 
 BUILD_SCRIPTS = {"onnxruntime-ep-cuda": "build_ep_cuda.sh", "onnxruntime-cpp": "build_cpp.sh",
                  "onnxruntime": "build_python.sh"}
+# The cmake/deps.txt entries each output's linux-64 configure takes (upstream's CMake at 1.30.0): what a
+# rehearsal without a mirror downloads, and checks, first. tests/test_rehearsal.py checks that they are
+# exactly the archives the configure took.
+_EVERY_BUILD = ("abseil_cpp", "date", "eigen", "flatbuffers", "json", "microsoft_gsl", "mp11", "onnx", "protobuf",
+                "pytorch_cpuinfo", "re2", "safeint")
+DEPENDENCIES = {"onnxruntime-ep-cuda": (*_EVERY_BUILD, "cudnn_frontend", "cutlass"),
+                "onnxruntime-cpp": (*_EVERY_BUILD, "googletest"), "onnxruntime": (*_EVERY_BUILD, "dlpack")}
 BUILD_SECTION = "# --- build"
 # How ORT's own sources include each dependency its CMake fetches: an object that includes one needs it
 DEPENDENCY_INCLUDES = {
@@ -54,6 +62,7 @@ class Report:
     output: str
     variant: dict[str, str]
     workdir: str
+    sources: str = ""
     configure_ok: bool = False
     configure_seconds: float = 0.0
     configure_error: str = ""
@@ -118,26 +127,25 @@ def _environment(report: Report, prefixes: Prefixes, rendered: dict[str, Any], s
     return env
 
 
-def _cmake_args(prefixes: Prefixes, shared: Path) -> list[str]:
+def _cmake_args(prefixes: Prefixes, sources: Sources) -> list[str]:
     """conda-forge's CMAKE_ARGS, plus ORT's offline mirror of the archives its CMake fetches."""
     host, build = prefixes.host, prefixes.build
     return [
         "-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_INSTALL_PREFIX={host}", "-DCMAKE_INSTALL_LIBDIR=lib",
         f"-DCMAKE_PROGRAM_PATH={build}/bin;{host}/bin",
         # SHA1 checks and ORT's patch steps run as they would on a download
-        f"-Donnxruntime_CMAKE_DEPS_MIRROR_DIR={shared / 'upstream' / 'mirror'}",
+        f"-Donnxruntime_CMAKE_DEPS_MIRROR_DIR={sources.deps_mirror}",
         # conda-forge's CMAKE_ARGS root CMake's package search in PREFIX (and the sysroot, whose stand-in
         # has no CMake packages): a dependency ORT would take from the host comes from there or is fetched
         f"-DCMAKE_FIND_ROOT_PATH={host}", "-DCMAKE_FIND_ROOT_PATH_MODE_PACKAGE=ONLY",
     ]
 
 
-def _place_trees(shared: Path, src: Path, build_dir: str, cmake_args: list[str]) -> None:
-    """cutlass and cudnn_frontend are stored as trees: put them where FetchContent would unpack them."""
+def _place_trees(trees: Path, src: Path, build_dir: str, cmake_args: list[str]) -> None:
+    """A mirror's cutlass and cudnn_frontend trees, put where FetchContent would unpack their archives."""
     deps = src / build_dir / "_deps"
     deps.mkdir(parents=True, exist_ok=True)
-    subprocess.run(f"zstd -dc {shlex.quote(str(shared / 'upstream' / 'cutlass-cudnn_frontend-trees.tar.zst'))} | tar -x -C {shlex.quote(str(deps))}",
-                   shell=True, check=True)
+    subprocess.run(["tar", "-xf", str(trees), "-C", str(deps)], check=True)
     for name in ("cutlass", "cudnn_frontend"):
         (deps / name).rename(deps / f"{name}-src")
         cmake_args.append(f"-DFETCHCONTENT_SOURCE_DIR_{name.upper()}={deps / f'{name}-src'}")
@@ -306,16 +314,13 @@ def plugin_link_line(build: Path, commands: list[str]) -> str:
     return " ".join([links[-1], variables.get("LINK_PATH", ""), variables.get("LINK_LIBRARIES", "")])
 
 
-def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], recipe_dir: Path, shared: Path,
+def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], recipe_dir: Path, sources: Sources,
              workdir: Path, cache: Path, without_file: set[str], sample: bool = True) -> Report:
-    report = Report(output, variant, str(workdir))
+    report = Report(output, variant, str(workdir), sources.origin)
     workdir.mkdir(parents=True, exist_ok=True)
     src = workdir / "src"
     shutil.rmtree(src, ignore_errors=True)
-    src.mkdir()
-    tarball = next((shared / "upstream").glob("onnxruntime-*-src.tar.zst"))
-    subprocess.run(f"zstd -dc {shlex.quote(str(tarball))} | tar -x --strip-components=1 -C {shlex.quote(str(src))}",
-                   shell=True, check=True)
+    sources.unpack(src)
     # rattler-build applies the source's patches before any script runs
     patched: dict[str, str] = {}
     for source in rendered.get("source") or []:
@@ -331,9 +336,10 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
     script_path = recipe_dir / BUILD_SCRIPTS[output]
     script = script_path.read_text()
     build_dir = re.search(r"cmake -S cmake -B (\S+)", script).group(1)
-    cmake_args = _cmake_args(prefixes, shared)
+    cmake_args = _cmake_args(prefixes, sources)
     if output == "onnxruntime-ep-cuda":
-        _place_trees(shared, src, build_dir, cmake_args)
+        if sources.trees is not None:
+            _place_trees(sources.trees, src, build_dir, cmake_args)
         report.not_rehearsed.append("CUDA 12.9: PyPI's CUDA 12 wheels (nvidia-cuda-nvcc-cu12) carry no nvcc")
     env = _environment(report, prefixes, rendered, src, recipe_dir, cmake_args)
     log = workdir / "configure.log"
@@ -377,6 +383,7 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
 
 def summary(report: Report) -> str:
     lines = [f"rehearsal of {report.output} ({', '.join(f'{k}={v}' for k, v in sorted(report.variant.items()))})",
+             f"sources: {report.sources}",
              f"configure: {'ok' if report.configure_ok else 'FAILED: ' + report.configure_error} in {report.configure_seconds} s",
              f"CMake variables reported unused: {', '.join(report.unused_cmake_variables) or 'none'}",
              f"build graph of {', '.join(report.build_targets)}: {report.graph_steps} steps, {report.graph_compiles} compiles (graph.txt)",

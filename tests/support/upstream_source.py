@@ -1,38 +1,52 @@
-"""Files of ONNX Runtime's source tarball in ../shared/upstream, read without unpacking the whole tree."""
+"""ONNX Runtime's source for the tests, from where the rehearsal gets it (scripts/rehearsal/sources.py):
+the mirror ORT_SOURCE_MIRROR names, or a download into .cache/rehearsal/. Without either, the test skips
+with the reason."""
 
 from __future__ import annotations
 
-import subprocess
+import re
+from functools import cache
 from pathlib import Path
 
 import pytest
 
-TARBALL = Path("upstream") / "onnxruntime-1.30.0-src.tar.zst"
+from conftest import REPO
+from rehearsal.sources import Sources, SourcesUnavailable, locate
+
+CACHE = REPO / ".cache" / "rehearsal"
 
 
-def _tar(shared: Path, *args: str, needed_for: str = "") -> subprocess.CompletedProcess[str]:
-    tarball = shared / TARBALL
-    if not tarball.is_file():
-        pytest.skip(f"{tarball} is not here" + (f": {needed_for}" if needed_for else ""))
-    return subprocess.run(["tar", "--zstd", *args[:1], str(tarball), *args[1:]],
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+@cache
+def _located(dependencies: tuple[str, ...]) -> Sources | str:
+    try:
+        return locate(REPO, CACHE, dependencies)
+    except SourcesUnavailable as reason:
+        return str(reason)
 
 
-def read(shared: Path, member: str) -> str:
+def sources(*dependencies: str) -> Sources:
+    """The source tarball and these deps.txt archives, or a skip that says why they cannot be had."""
+    located = _located(dependencies)
+    if isinstance(located, str):
+        pytest.skip(f"ONNX Runtime's source: {located}")
+    return located
+
+
+def read(member: str) -> str:
     """One file of the source tree, by its path below the tree's top folder."""
-    result = _tar(shared, "-xOf", f"onnxruntime/{member}")
-    if result.returncode != 0:
-        pytest.skip(f"tar could not read {member} from {TARBALL.name}: {result.stderr.strip()}")
-    return result.stdout
+    return sources().read(member)
 
 
-def exists(shared: Path, member: str) -> bool:
-    return _tar(shared, "-tf", f"onnxruntime/{member}").returncode == 0
+def exists(member: str) -> bool:
+    return sources().exists(member)
 
 
-def unpack(shared: Path, into: Path, *members: str, needed_for: str) -> Path:
-    """Some folders and files of the source tree under `into`; returns the tree's top folder."""
-    result = _tar(shared, "-xf", "-C", str(into), *(f"onnxruntime/{m}" for m in members), needed_for=needed_for)
-    if result.returncode != 0:
-        pytest.skip(f"tar could not unpack {TARBALL.name}: {result.stderr.strip()}")
-    return into / "onnxruntime"
+def unpack(into: Path, *members: str) -> Path:
+    """Some folders and files of the source tree, with its top folder dropped, in `into`."""
+    return sources().unpack(into, *members)
+
+
+def archives_cmake_took(source_tree: Path) -> set[Path]:
+    """The archive each of FetchContent's downloads in the source tree's build folders came from."""
+    stamps = source_tree.glob("*/_deps/*-subbuild/*-populate-prefix/src/*-populate-stamp/*-populate-urlinfo.txt")
+    return {Path(url) for stamp in stamps for url in re.findall(r"^url\(s\)=(.+)$", stamp.read_text(), re.MULTILINE)}

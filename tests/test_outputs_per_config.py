@@ -9,6 +9,7 @@ from collections import defaultdict
 import pytest
 
 from conftest import REPO
+from feedstock.reader import version_tuple
 from support.recipe_checks import Built, Feedstock
 from support.yaml_files import read_yaml
 
@@ -89,15 +90,11 @@ def test_the_cpu_outputs_build_exactly_in_the_four_cpu_configs(feedstock: Feedst
         assert set(configs_building(feedstock, output)) == cpu_configs, output
 
 
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split("."))
-
-
 def test_the_python_package_is_built_once_per_python_from_the_config_minimum(feedstock: Feedstock) -> None:
-    minimum = _version(CONFIG["python"]["minimum"])
+    minimum = version_tuple(CONFIG["python"]["minimum"])
     for name, built in configs_building(feedstock, CPU_OUTPUTS[1]).items():
         listed = [value.split(".*")[0] for value in feedstock.ci_support[name]["python"]]
-        expected = ["py" + v.replace(".", "") for v in listed if _version(v) >= minimum]
+        expected = ["py" + v.replace(".", "") for v in listed if version_tuple(v) >= minimum]
         assert sorted(b.build_string.split("h")[0] for b in built) == sorted(expected), name
         assert all(b.build_string.endswith("_cpu") for b in built)
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .reader import version_tuple
+
 # The SASS targets (compute capabilities) each CUDA version's compiler accepts.
 # - 13.x: `nvcc --list-gpu-code` of PyPI's nvidia-cuda-nvcc wheels (13.0.88, 13.1.115, 13.2.86, 13.3.73,
 #   13.4.92, 13.5.37); tests/test_architectures.py runs each of them and compares.
@@ -39,11 +41,6 @@ ARM64_PLATFORMS = ("linux-aarch64",)
 def number(architecture: str) -> int:
     """`80-real` -> 80: the compute capability an entry compiles for."""
     return int(re.match(r"\d+", architecture).group())
-
-
-def _version(text: str) -> tuple[int, int]:
-    major, minor = text.split(".")
-    return int(major), int(minor)
 
 
 def problems(version: str, platform: str, architectures: tuple[str, ...]) -> list[tuple[int, str]]:
@@ -83,25 +80,26 @@ def cuda_lists(listed: dict[str, dict[str, tuple[str, ...]]]) -> CudaLists:
     for version in NVCC_ARCHITECTURES:
         if version in listed:
             continue
-        same_major = [v for v in listed if _version(v)[0] == _version(version)[0]]
-        newest = max(same_major, key=_version, default=None)
-        if newest is None or _version(newest) > _version(version):
+        same_major = [v for v in listed if version_tuple(v)[0] == version_tuple(version)[0]]
+        newest = max(same_major, key=version_tuple, default=None)
+        if newest is None or version_tuple(newest) > version_tuple(version):
             continue
         lists = {platform: _derived(archs, version) for platform, archs in listed[newest].items()}
         if all(lists.values()):
             by_version[version] = lists
             derived_from[version] = newest
-    return CudaLists(dict(sorted(by_version.items(), key=lambda item: _version(item[0]))), derived_from)
+    return CudaLists(dict(sorted(by_version.items(), key=lambda item: version_tuple(item[0]))), derived_from)
 
 
 def missing_list(version: str, listed: dict[str, dict[str, tuple[str, ...]]]) -> str:
     """Why CUDA `version` has no list, and what to add so that it gets one."""
     facts = ("what its nvcc compiles for (`nvcc --list-gpu-code`) to NVCC_ARCHITECTURES in "
              "scripts/feedstock/architectures.py")
-    newest = max((v for v in listed if _version(v)[0] == _version(version)[0]), key=_version, default=None)
-    if newest is not None and _version(newest) < _version(version):
+    same_major = [v for v in listed if version_tuple(v)[0] == version_tuple(version)[0]]
+    newest = max(same_major, key=version_tuple, default=None)
+    if newest is not None and version_tuple(newest) < version_tuple(version):
         return f"CUDA {version} has no GPU architecture list: add {facts}, and its list follows CUDA {newest}'s"
-    why = f"the config lists no CUDA {_version(version)[0]}" if newest is None else \
+    why = f"the config lists no CUDA {version_tuple(version)[0]}" if newest is None else \
         f"it is older than the config's CUDA {newest}"
     config = f"cuda.versions.\"{version}\" to config/feedstock.yaml"
     return (f"CUDA {version} has no GPU architecture list: {why}; add "

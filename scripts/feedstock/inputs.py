@@ -16,7 +16,7 @@ from pathlib import Path
 from .architectures import NVCC_ARCHITECTURES, CudaLists, cuda_lists, number
 from .architectures import problems as architecture_problems
 from .errors import InputError, Problem
-from .reader import Node, load_yaml
+from .reader import Node, load_yaml, version_tuple
 
 CONFIG = "config/feedstock.yaml"
 RECIPE = "recipe/recipe.yaml"
@@ -138,10 +138,6 @@ class BotFields:
 
 TOP_KEYS = ("feedstock", "about", "license", "maintainers", "source", "min_core_version", "cudnn", "python", "outputs",
             "platforms", "cuda", "runners")
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split("."))
 
 
 def _relative_path(node: Node, inside: str) -> str | None:
@@ -315,11 +311,11 @@ def _is_file(path: Path) -> bool:
 def _python(node: Node) -> tuple[str | None, str | None, tuple[str | None, ...]]:
     python = node.mapping({"minimum", "maximum", "requirements"}, optional={"maximum"})
     minimum = python["minimum"].text(PYTHON_VERSION, "a Python version like 3.11")
-    if minimum is not None and _version_tuple(minimum) < ORT_PYTHON_FLOOR:
+    if minimum is not None and version_tuple(minimum) < ORT_PYTHON_FLOOR:
         python["minimum"].report(
             f"{minimum} is below ONNX Runtime's Python floor {'.'.join(map(str, ORT_PYTHON_FLOOR))}")
     maximum = python["maximum"].text(PYTHON_VERSION, "a Python version like 3.14") if "maximum" in python else None
-    if minimum is not None and maximum is not None and _version_tuple(maximum) < _version_tuple(minimum):
+    if minimum is not None and maximum is not None and version_tuple(maximum) < version_tuple(minimum):
         python["maximum"].report(f"{maximum} is below python.minimum {minimum}")
     requirements = tuple(item.text(r"[a-z0-9][a-z0-9._-]*( [<>=!~]\S*)?", "a conda package spec like numpy >=1.21")
                          for item in python["requirements"].items())

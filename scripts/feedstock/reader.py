@@ -22,6 +22,11 @@ from .errors import InputError, Problem
 _UNREADABLE = object()
 
 
+def version_tuple(text: str) -> tuple[int, ...]:
+    """`3.12` -> (3, 12), `13.0` -> (13, 0): a version that compares as numbers."""
+    return tuple(int(part) for part in text.split("."))
+
+
 def child_key(parent: str, name: str | int) -> str:
     part = str(name)
     if isinstance(name, str) and re.search(r"[.\s]", name):

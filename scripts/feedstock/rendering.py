@@ -12,6 +12,7 @@ from . import hand_edits
 from .ci_support import CiJob
 from .errors import InputError
 from .inputs import OUTPUT_KEYS, RECIPE, BotFields, Config
+from .reader import version_tuple
 
 COMMAND = "python3 scripts/render.py"
 TEMPLATES = Path(__file__).parent / "templates"
@@ -117,15 +118,11 @@ def platform_skip(config: Config) -> str:
     return "target_platform not in [" + ", ".join(f'"{p.name}"' for p in config.platforms) + "]"
 
 
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split("."))
-
-
 def python_skips(config: Config) -> list[str]:
     """The version specs of the Pythons outside the config's range, for `match(python, ...)`."""
     specs = [f"<{config.python_minimum}"]
     if config.python_maximum:
-        major, minor = _version(config.python_maximum)
+        major, minor = version_tuple(config.python_maximum)
         specs.append(f">={major}.{minor + 1}")
     return specs
 
@@ -133,9 +130,9 @@ def python_skips(config: Config) -> list[str]:
 def python_is_built(config: Config, python: str) -> bool:
     """What the recipe's python_skips leave: `3.12` (or free-threaded `3.14t`) is built when it lies in the
     config's range."""
-    version = _version(python.removesuffix("t"))
-    below = version < _version(config.python_minimum)
-    above = config.python_maximum is not None and version > _version(config.python_maximum)
+    version = version_tuple(python.removesuffix("t"))
+    below = version < version_tuple(config.python_minimum)
+    above = config.python_maximum is not None and version > version_tuple(config.python_maximum)
     return not below and not above
 
 

@@ -155,6 +155,15 @@ def test_a_step_records_its_command_exit_status(tmp_path: Path) -> None:
     assert [row[:2] for row in steps(tmp_path)] == [["passes", "0"], ["fails", "1"]]
 
 
+def test_a_step_log_stamps_each_line_with_the_seconds_since_the_step_started(tmp_path: Path) -> None:
+    script = "import time\nprint('first')\ntime.sleep(2)\nprint('second', end='')"
+    assert run_sh(tmp_path, "step", "slow", "30", sys.executable, "-c", script).returncode == 0
+    first, second = (tmp_path / "results" / "slow.log").read_text().splitlines()
+    assert first.endswith(" first") and int(first[1:first.index("s ")]) <= 1
+    assert second.endswith(" second") and int(second[1:second.index("s ")]) >= 2
+    assert steps(tmp_path)[0][:2] == ["slow", "0"]
+
+
 def test_a_step_past_its_limit_is_stopped_with_its_python_stack(tmp_path: Path) -> None:
     started = time.monotonic()
     result = run_sh(tmp_path, "step", "hangs", "2", sys.executable, "-c", "import time\ntime.sleep(300)")
@@ -186,7 +195,7 @@ def test_the_report_compares_the_operator_suite_between_cores(tmp_path: Path) ->
     (results / "operators-1.24.4.xml").write_text(junit({"test_contrib": "failed", "test_plain": "passed"}))
     (results / "operators-1.32.0.xml").write_text(junit({"test_contrib": "passed", "test_plain": "passed"}))
     (results / "steps.tsv").write_text("binary\t0\t1\n")
-    (results / "binary.log").write_text("ok: exports CreateEpFactories, ReleaseEpFactory\n")
+    (results / "binary.log").write_text("+0s ok: exports CreateEpFactories, ReleaseEpFactory\n")
 
     assert checks.main(["report", str(tmp_path)]) == 0
 

@@ -97,10 +97,18 @@ def junit_outcomes(path: Path) -> dict[str, tuple[str, str]]:
     return outcomes
 
 
+# run.sh stamps each line of a step's log with the seconds since the step started
+STAMP = re.compile(r"^\+\d+s ")
+
+
+def _log_lines(log: Path) -> list[str]:
+    return [STAMP.sub("", line) for line in log.read_text(errors="replace").splitlines()]
+
+
 def _last_line(log: Path, pattern: str) -> str:
     if not log.exists():
         return "(no log)"
-    lines = [line for line in log.read_text(errors="replace").splitlines() if re.search(pattern, line)]
+    lines = [line for line in _log_lines(log) if re.search(pattern, line)]
     return lines[-1][:200] if lines else "(no such line)"
 
 
@@ -112,7 +120,7 @@ EVIDENCE = re.compile(r"^(devices |session |compare |Found \d|SKIP|OK: Inference
 def _evidence(log: Path) -> str:
     if not log.exists():
         return "(no log)"
-    lines = [line.strip()[:160] for line in log.read_text(errors="replace").splitlines() if EVIDENCE.match(line)]
+    lines = [line.strip()[:160] for line in _log_lines(log) if EVIDENCE.match(line)]
     return " / ".join(lines[-4:]).replace("|", "/") or "(nothing recognised; see the log)"
 
 

@@ -20,6 +20,7 @@ work="${top}/work"
 results="${top}/results"
 plan="${stage}/plan.json"
 cuda_home=/usr/local/cuda-13.0
+cuda_runtime="${cuda_home}/targets/x86_64-linux/lib"
 
 usage() {
     echo "usage: $0 stage BUNDLE | start | wait SECONDS | step NAME SECONDS COMMAND..." >&2
@@ -57,9 +58,10 @@ wait_for_inputs() {
     done
 }
 
-# One test step: COMMAND in a session of its own, its output in results/NAME.log. Past SECONDS the
-# native stacks of its processes are dumped (cuda-gdb) and it gets SIGABRT, which Python's
-# faulthandler answers with every thread's Python stack; then SIGKILL. One line per step in
+# One test step: COMMAND in a session of its own, its output in results/NAME.log, each line stamped
+# with the seconds since the step started (`+12s `), so a log shows where a slow step spent its time.
+# Past SECONDS the native stacks of its processes are dumped (cuda-gdb) and it gets SIGABRT, which
+# Python's faulthandler answers with every thread's Python stack; then SIGKILL. One line per step in
 # results/steps.tsv: name, exit status (124: timed out), seconds.
 run_step() {
     local name="$1" limit="$2"
@@ -67,7 +69,11 @@ run_step() {
     local log="${results}/${name}.log" start status pid
     start="$(date +%s)"
     note "${name}: started, limit ${limit} s"
-    PYTHONFAULTHANDLER=1 PYTHONUNBUFFERED=1 setsid "$@" >"${log}" 2>&1 </dev/null &
+    # The stamping loop ignores SIGABRT, so it still writes the stacks the command prints when it gets one.
+    # shellcheck disable=SC2016  # expanded by the step's own shell
+    PYTHONFAULTHANDLER=1 PYTHONUNBUFFERED=1 setsid bash -c 'set -o pipefail
+        "$@" 2>&1 | { trap "" ABRT; while IFS= read -r line || [[ -n "${line}" ]]; do
+            printf "+%ds %s\n" "${SECONDS}" "${line}"; done; }' step "$@" >"${log}" 2>&1 </dev/null &
     pid=$!
     while kill -0 "${pid}" 2>/dev/null && (( $(date +%s) - start < limit )); do
         sleep 1
@@ -167,6 +173,7 @@ cudnn_dir() {
 build() {
     prepare_build
     note "build: MemAvailable $(awk '/^MemAvailable:/ {print int($2 / 1048576)}' /proc/meminfo) GiB, $(nproc) cores"
+    # shellcheck disable=SC2016  # expanded by the step's own shell
     run_step build 1800 bash -c 'cd "${SRC_DIR}" && exec bash "${RECIPE_DIR}/build_ep_cuda.sh"'
     if [[ -f "$(built_library)" ]]; then
         note "build: $(built_library) is $(stat -c %s "$(built_library)") bytes"
@@ -205,27 +212,35 @@ core_prefix() {
 core_steps() {
     local version="$1" site library
     site="$(site_of "${version}")" library="$(library_of "${version}")"
-    local runtime="${cuda_home}/targets/x86_64-linux/lib"
-    local with_cudnn="${runtime}:$(cudnn_dir)/lib"
+    local with_cudnn
+    with_cudnn="${cuda_runtime}:$(cudnn_dir)/lib"
     ( cd "${RECIPE_DIR}" && run_step "load-${version}" 300 env PATH="${work}/bin:${PATH}" PYTHONPATH="${site}:${work}/test-site" \
         LD_LIBRARY_PATH="${with_cudnn}:${LD_LIBRARY_PATH:-}" bash run_plugin_load_test.sh "${library}" CUDAExecutionProvider )
     ( cd "${RECIPE_DIR}" && run_step "cudnn-loaded-${version}" 300 env PYTHONPATH="${site}:${work}/test-site" \
-        LD_LIBRARY_PATH="${runtime}:${LD_LIBRARY_PATH:-}" python3 "${here}/checks.py" cudnn-loaded "${library}" )
+        LD_LIBRARY_PATH="${cuda_runtime}:${LD_LIBRARY_PATH:-}" python3 "${here}/checks.py" cudnn-loaded "${library}" )
+    if [[ "${version}" == "$(plan_get cores newest)" ]]; then
+        # the load test once more with the driver's kernel cache off: as slow as the first when its time
+        # goes to compiling the library's PTX for this GPU, as fast as the second when it goes elsewhere
+        ( cd "${RECIPE_DIR}" && run_step "load-without-jit-cache-${version}" 300 env CUDA_CACHE_DISABLE=1 \
+            PATH="${work}/bin:${PATH}" PYTHONPATH="${site}:${work}/test-site" LD_LIBRARY_PATH="${with_cudnn}:${LD_LIBRARY_PATH:-}" \
+            bash run_plugin_load_test.sh "${library}" CUDAExecutionProvider )
+    fi
     run_step "packaging-${version}" 300 env ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION=1 PYTHONPATH="${site}:${work}/test-site" \
         LD_LIBRARY_PATH="${with_cudnn}:${LD_LIBRARY_PATH:-}" python3 "${SRC_DIR}/plugin-ep-cuda/python/test/test_cuda_plugin_ep.py"
     run_step "autoregistration-${version}" 300 env PYTHONPATH="${site}:${work}/test-site" LD_LIBRARY_PATH="${with_cudnn}:${LD_LIBRARY_PATH:-}" \
         python3 "${here}/checks.py" autoregistration
 }
 
-# upstream's operator suite: cuDNN comes with torch, which the suite imports first
+# upstream's operator suite, one line per case: cuDNN comes with torch, which the suite imports first. Its
+# limit leaves the 30 minutes of device time room for the build (about 1000 s) and the machine's start.
 operator_suite() {
     local name="$1" version="$2"
     shift 2
-    run_step "${name}" 600 env -C "${SRC_DIR}/onnxruntime/test/python/transformers" "$@" \
+    run_step "${name}" 420 env -C "${SRC_DIR}/onnxruntime/test/python/transformers" "$@" \
         ORT_TEST_CUDA_PLUGIN_EP=1 ORT_CUDA_PLUGIN_PATH="$(library_of "${version}")" \
         ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION=1 PYTHONPATH="$(site_of "${version}"):${work}/test-site" \
-        LD_LIBRARY_PATH="${cuda_home}/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}" \
-        python3 -m pytest -q -p no:cacheprovider -o faulthandler_timeout=120 \
+        LD_LIBRARY_PATH="${cuda_runtime}:${LD_LIBRARY_PATH:-}" \
+        python3 -m pytest -v -p no:cacheprovider -o faulthandler_timeout=120 --durations=10 \
         --junitxml="${results}/${name}.xml" test_cuda_plugin_ep.py
 }
 
@@ -283,7 +298,7 @@ wait_for_pipeline() {
     while [[ ! -f "${results}/done" ]] && (( $(date +%s) - start < seconds )); do
         sleep 20
         local built=""
-        [[ -f "${results}/build.log" ]] && built="$(grep -o '^\[[0-9]*/[0-9]*\]' "${results}/build.log" | tail -1 || true)"
+        [[ -f "${results}/build.log" ]] && built="$(grep -o '^+[0-9]*s \[[0-9]*/[0-9]*\]' "${results}/build.log" | tail -1 || true)"
         echo "$(date -u +%H:%M:%S) ninja ${built:-(not started)}; $(tail -n 1 "${results}/progress.txt")"
     done
     python3 "${here}/checks.py" report "${top}"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The plugin built by the recipe's build_ep_cuda.sh and tested on a GPU, on a machine with 16 cores, an
-# NVIDIA GPU, the CUDA 13.0 toolkit in /usr/local/cuda-13.0, Python 3.12 with torch, onnx and pytest,
-# and no network. Its inputs come in the bundles scripts/device/pack.py writes, one per call:
+# NVIDIA GPU, the CUDA 13.0 toolkit in /usr/local/cuda-13.0, Python 3.12 with torch, onnx, pytest,
+# pytest-xdist and pytest-timeout, and no network. Its inputs come in the bundles scripts/device/pack.py
+# writes, one per call:
 #   run.sh stage BUNDLE   copy a carried bundle into the machine's staging folder
 #   run.sh start          run the pipeline detached (it outlives the call); it waits for its inputs,
 #                         builds the plugin, then runs every test step under its own time limit
@@ -231,8 +232,12 @@ core_steps() {
         python3 "${here}/checks.py" autoregistration
 }
 
-# upstream's operator suite, one line per case: cuDNN comes with torch, which the suite imports first. Its
-# limit leaves the 30 minutes of device time room for the build (about 1000 s) and the machine's start.
+# upstream's operator suite, one line per case: cuDNN comes with torch, which the suite imports first. The
+# cases run in one xdist worker, in the suite's order; a case still running after 180 s (the slowest seen
+# took 71 s) gets its Python stacks dumped and its worker ended, and xdist records it as failed and goes on
+# with the next case in a new worker, so one hung case no longer costs the rest of the suite (on the
+# 1.30.0 core, one did). The step's limit leaves the 30 minutes of device time room for the build
+# (about 1000 s) and the machine's start.
 operator_suite() {
     local name="$1" version="$2"
     shift 2
@@ -240,7 +245,7 @@ operator_suite() {
         ORT_TEST_CUDA_PLUGIN_EP=1 ORT_CUDA_PLUGIN_PATH="$(library_of "${version}")" \
         ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION=1 PYTHONPATH="$(site_of "${version}"):${work}/test-site" \
         LD_LIBRARY_PATH="${cuda_runtime}:${LD_LIBRARY_PATH:-}" \
-        python3 -m pytest -v -p no:cacheprovider -o faulthandler_timeout=120 --durations=10 \
+        python3 -m pytest -v -p no:cacheprovider -n 1 --timeout=180 --timeout-method=thread --durations=10 \
         --junitxml="${results}/${name}.xml" test_cuda_plugin_ep.py
 }
 

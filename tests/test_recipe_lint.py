@@ -64,6 +64,7 @@ def _replace(old: str, new: str, after: str = "") -> Edit:
 
 
 CPP = "name: onnxruntime-cpp"
+CXX_COMPILER = '        - ${{ compiler("cxx") }}\n'
 BROKEN: dict[str, tuple[str, Edit, set[str]]] = {
     "unchanged": (checks.RECIPE, lambda text: text, set()),
     # rattler-build accepts it; the recipe format, which conda-forge's tools follow, does not
@@ -73,6 +74,9 @@ BROKEN: dict[str, tuple[str, Edit, set[str]]] = {
     "CPU output requiring a CUDA package": (
         checks.RECIPE,
         _replace("      run_exports:", "      host:\n        - libcublas-dev\n      run_exports:", after=CPP),
+        {"check_cpu_outputs_never_require_cuda"}),
+    "CPU output compiled with nvcc": (
+        checks.RECIPE, _replace(CXX_COMPILER, '        - ${{ compiler("cuda") }}\n' + CXX_COMPILER, after=CPP),
         {"check_cpu_outputs_never_require_cuda"}),
     # a stale CUDA version list: the plugin never builds and the CUDA jobs build nothing
     "plugin skipped everywhere": (

@@ -98,17 +98,20 @@ def test_an_interrupted_first_install_leaves_no_venv(tmp_path: Path) -> None:
     assert not (tmp_path / "env").exists()
 
 
-def test_a_venv_whose_builder_was_killed_is_built_again(tmp_path: Path) -> None:
+def test_a_venv_whose_builder_was_killed_is_built_again_from_nothing(tmp_path: Path) -> None:
     env = tmp_path / "env"
     killed = subprocess.run([sys.executable, "-c", (
-        "import os, signal, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); import bootstrap; "
-        "bootstrap.cached_venv(Path(sys.argv[2]), 'key', lambda python: os.kill(os.getpid(), signal.SIGKILL))"),
+        "import os, signal, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); import bootstrap\n"
+        "def install(python):\n"
+        "    (python.parent.parent / 'half-made').touch()\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "bootstrap.cached_venv(Path(sys.argv[2]), 'key', install)"),
         str(Path(bootstrap.__file__).parent), str(env)], capture_output=True, text=True)
     assert killed.returncode == -signal.SIGKILL
-    assert (env / UNFINISHED).exists() and bootstrap.venv_python(env).exists()
+    assert (env / "half-made").exists() and bootstrap.venv_python(env).exists()
     python = cached_venv(env, "key", install_offline(wheel(tmp_path / "wheels", "1.0")))
     assert installed_version(python) == "1.0"
-    assert not (env / UNFINISHED).exists()
+    assert not (env / "half-made").exists() and not (env / UNFINISHED).exists()
 
 
 @pytest.fixture

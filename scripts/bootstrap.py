@@ -1,10 +1,14 @@
-"""Put the running script inside the feedstock's own virtual environment.
+"""Cached virtual environments, and the running script put inside the feedstock's own one.
 
-Both entry points (`render.py`, `run_tests.py`) call `ensure(...)` before importing anything that is
-not in the standard library. When the interpreter already has every pinned distribution at its pinned
-version it carries on; otherwise `.venv/` is created (or refreshed when the requirements changed) and
-the script is started again with that interpreter, with the same arguments. Exact versions, not mere
-imports, because the renderer's bytes depend on its jinja2 and PyYAML.
+Every venv the feedstock needs comes from `cached_venv`: the entry points' `.venv/`, the tests' per-core
+environments, the rehearsal's build tools and the tests' conda-smithy. Standard library only, because
+`ensure` runs before anything is installed.
+
+The entry points (`render.py`, `run_tests.py`, `rehearse.py`) call `ensure(...)` before importing
+anything that is not in the standard library. When the interpreter already has every pinned
+distribution at its pinned version it carries on; otherwise `.venv/` is created (or refreshed when the
+requirements changed) and the script is started again with that interpreter, with the same arguments.
+Exact versions, not mere imports, because the renderer's bytes depend on its jinja2 and PyYAML.
 """
 
 from __future__ import annotations
@@ -17,17 +21,71 @@ import shutil
 import subprocess
 import sys
 import venv
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import NoReturn
 
 REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / ".venv"
 PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
+# present from the first moment of a venv's creation until its first install has succeeded
+UNFINISHED = ".unfinished"
 
 
-def _venv_python() -> Path:
-    if os.name == "nt":
-        return VENV / "Scripts" / "python.exe"
-    return VENV / "bin" / "python"
+class PipFailed(Exception):
+    """`pip install` exited non-zero; `reason` is its exit status and first error, in one line."""
+
+    def __init__(self, naming: str, env: Path, returncode: int, output: str) -> None:
+        said = [line.strip() for line in output.splitlines() if line.strip()]
+        first = next((line for line in said if line.startswith("ERROR:")), said[0] if said else "no output")
+        self.output = output
+        self.reason = f"pip exited {returncode} ({first})"
+        super().__init__(f"cannot install {naming} into {env}: {self.reason}")
+
+
+def venv_python(env: Path) -> Path:
+    return env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def pip_install(python: Path, args: list[str], *, naming: str, environ: Mapping[str, str] | None = None) -> None:
+    """`pip install ARGS` with `python`; `naming` says what ARGS install, for the error message."""
+    result = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, env=environ, check=False,
+    )
+    if result.returncode != 0:
+        raise PipFailed(naming, python.parent.parent, result.returncode, result.stderr + result.stdout)
+
+
+def cached_venv(env: Path, key: str, install: Callable[[Path], None], *, stamp: str = "installed") -> Path:
+    """The interpreter of the venv at `env`, once `install(interpreter)` has succeeded there for `key`.
+
+    While `env/<stamp>.sha256` holds `key`, the venv is reused and `install` is not run. A venv that
+    already exists is installed into in place; a new one that `install` fails in, or that an interrupt
+    stops, is removed, as is one a killed process left unfinished: a half-made environment would
+    pass for a working one next time.
+    """
+    python = venv_python(env)
+    done = env / f"{stamp}.sha256"
+    if (env / UNFINISHED).exists():
+        shutil.rmtree(env)
+    if python.exists() and done.is_file() and done.read_text().strip() == key:
+        return python
+    fresh = not python.exists()
+    try:
+        if fresh:
+            shutil.rmtree(env, ignore_errors=True)
+            env.mkdir(parents=True)
+            (env / UNFINISHED).touch()
+            venv.EnvBuilder(with_pip=True).create(env)
+        install(python)
+        done.write_text(key + "\n")
+        (env / UNFINISHED).unlink(missing_ok=True)
+    except BaseException:
+        if fresh:
+            shutil.rmtree(env, ignore_errors=True)
+        raise
+    return python
 
 
 def _files(requirements: Path) -> list[Path]:
@@ -49,17 +107,18 @@ def _pins(requirements: Path) -> dict[str, str]:
     return pins
 
 
-def off_pin(requirements: Path) -> list[str]:
-    """The pinned distributions this interpreter lacks or has at another version."""
-    wrong = []
+def unmet_pins(requirements: Path) -> list[str]:
+    """The pins of `requirements` this interpreter does not satisfy: the distribution is missing or at
+    another version."""
+    unmet = []
     for name, version in _pins(requirements).items():
         try:
             installed = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             installed = None
         if installed != version:
-            wrong.append(f"{name}=={version} (found {installed or 'none'})")
-    return wrong
+            unmet.append(f"{name}=={version} (found {installed or 'none'})")
+    return unmet
 
 
 def _digest(requirements: Path) -> str:
@@ -70,41 +129,26 @@ def _digest(requirements: Path) -> str:
     return digest.hexdigest()
 
 
-def _stamp(requirements: Path) -> Path:
-    return VENV / f"{requirements.parent.name}-{requirements.stem}.sha256"
-
-
-def _cannot(requirements: Path, why: str) -> SystemExit:
+def _exit_cannot_install(requirements: Path, why: str) -> NoReturn:
     print(f"bootstrap: cannot install {requirements.relative_to(REPO)} into {VENV.relative_to(REPO)}/: {why}",
           file=sys.stderr)
-    return SystemExit(2)
+    raise SystemExit(2)
 
 
 def _provision(requirements: Path) -> None:
-    digest = _digest(requirements)
-    stamp = _stamp(requirements)
-    if _venv_python().exists() and stamp.exists() and stamp.read_text().strip() == digest:
-        return
-    print(f"bootstrap: installing {requirements.relative_to(REPO)} into {VENV.relative_to(REPO)}/", file=sys.stderr)
-    fresh = not _venv_python().exists()
+    def install(python: Path) -> None:
+        print(f"bootstrap: installing {requirements.relative_to(REPO)} into {VENV.relative_to(REPO)}/",
+              file=sys.stderr)
+        pip_install(python, ["-r", str(requirements)], naming=str(requirements))
+
     try:
-        if fresh:
-            venv.EnvBuilder(with_pip=True).create(VENV)
-        pip = subprocess.run(
-            [str(_venv_python()), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-             "-r", str(requirements)],
-            capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False,
-        )
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise _cannot(requirements, f"creating the environment failed ({exc})") from None
-    if pip.returncode != 0:
-        if fresh:
-            # a half-made environment would pass for a working one next time
-            shutil.rmtree(VENV, ignore_errors=True)
-        said = [line.strip() for line in (pip.stderr + pip.stdout).splitlines() if line.strip()]
-        errors = [line for line in said if line.startswith("ERROR:")] or said or ["no output"]
-        raise _cannot(requirements, f"pip exited {pip.returncode} ({errors[0]}); is the package index reachable?")
-    stamp.write_text(digest + "\n")
+        # one stamp per requirements file: the renderer's and the tests' share .venv/
+        cached_venv(VENV, _digest(requirements), install,
+                    stamp=f"{requirements.parent.name}-{requirements.stem}")
+    except PipFailed as failure:
+        _exit_cannot_install(requirements, f"{failure.reason}; is the package index reachable?")
+    except (OSError, subprocess.CalledProcessError) as error:
+        _exit_cannot_install(requirements, f"creating the environment failed ({error})")
 
 
 def ensure(requirements: Path, *, always_venv: bool = False) -> None:
@@ -115,14 +159,14 @@ def ensure(requirements: Path, *, always_venv: bool = False) -> None:
     """
     inside = Path(sys.prefix).resolve() == VENV.resolve()
     if inside:
-        if off_pin(requirements):
+        if unmet_pins(requirements):
             _provision(requirements)
-        wrong = off_pin(requirements)
-        if wrong:
-            raise _cannot(requirements, f"after installing, {', '.join(wrong)}")
+        unmet = unmet_pins(requirements)
+        if unmet:
+            _exit_cannot_install(requirements, f"after installing, {', '.join(unmet)}")
         return
-    if not always_venv and not off_pin(requirements):
+    if not always_venv and not unmet_pins(requirements):
         return
     _provision(requirements)
-    python = str(_venv_python())
+    python = str(venv_python(VENV))
     os.execv(python, [python, *sys.argv])

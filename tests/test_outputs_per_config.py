@@ -3,7 +3,6 @@ where it builds and what it needs."""
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
 import pytest
@@ -17,7 +16,6 @@ CONFIG = read_yaml(REPO / "config" / "feedstock.yaml")
 PLUGIN = CONFIG["outputs"]["plugin"]["name"]
 CPU_OUTPUTS = (CONFIG["outputs"]["cpp"]["name"], CONFIG["outputs"]["python"]["name"])
 FLOOR = CONFIG["min_core_version"]
-CUDA_PACKAGE = re.compile(r"^(__cuda|cuda-|libcu|cudnn|libcudnn|libnv|nccl|cutensor)")
 
 
 @pytest.fixture(scope="module")
@@ -97,16 +95,6 @@ def test_the_python_package_is_built_once_per_python_from_the_config_minimum(fee
         expected = ["py" + v.replace(".", "") for v in listed if version_tuple(v) >= minimum]
         assert sorted(b.build_string.split("h")[0] for b in built) == sorted(expected), name
         assert all(b.build_string.endswith("_cpu") for b in built)
-
-
-@pytest.mark.parametrize("output", CPU_OUTPUTS)
-def test_the_cpu_outputs_never_require_a_cuda_package_or_compiler(feedstock: Feedstock, output: str) -> None:
-    for name, built in configs_building(feedstock, output).items():
-        for rendered in built:
-            for section, specs in rendered.requirements.items():
-                offending = [s for s in specs if isinstance(s, str) and (CUDA_PACKAGE.match(s) or "nvcc" in s)]
-                assert not offending, (name, section, offending)
-            assert "cuda_compiler" not in rendered.used_keys
 
 
 def test_every_file_the_recipe_names_is_in_the_recipe_folder(feedstock: Feedstock) -> None:

@@ -403,7 +403,7 @@ def test_no_package_index_to_bootstrap_from_is_one_sentence_and_exit_2(feedstock
 def test_an_interpreter_with_other_versions_than_the_pins_is_not_used(tmp_path: Path) -> None:
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("pyyaml==0.0.1\n")
-    assert bootstrap.off_pin(requirements) == [f"pyyaml==0.0.1 (found {importlib.metadata.version('pyyaml')})"]
+    assert bootstrap.unmet_pins(requirements) == [f"pyyaml==0.0.1 (found {importlib.metadata.version('pyyaml')})"]
 
 
 @pytest.mark.parametrize("args", [(), ("--check",)])

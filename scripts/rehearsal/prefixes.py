@@ -15,6 +15,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bootstrap import PipFailed, cached_venv, pip_install
 from feedstock.reader import load_yaml
 
 STANDINS = Path(__file__).with_name("standins.yaml")
@@ -130,15 +131,18 @@ def _copy_layout(sources: list[Path], layout: dict[str, str | list[str]], prefix
                             link.symlink_to(library.name)
 
 
+def _pip_install(python: Path, requirements: list[str]) -> None:
+    try:
+        pip_install(python, requirements, naming=" ".join(requirements))
+    except PipFailed as failure:
+        raise RehearsalError(f"{STANDINS}: {failure}") from None
+
+
 def _tool_env(packages: list[str], specs: dict[str, str], cache: Path) -> Path:
     requirements = sorted(f"{p}{specs[p]}" for p in packages)
     digest = hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:12]
     env = cache / f"tools-{digest}"
-    if not (env / "bin" / "python").exists():
-        shutil.rmtree(env, ignore_errors=True)
-        venv.EnvBuilder(with_pip=True).create(env)
-        _run([str(env / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-              *requirements])
+    cached_venv(env, digest, lambda python: _pip_install(python, requirements))
     return env
 
 
@@ -202,8 +206,7 @@ def lay_out(requirements: dict[str, list[str]], cuda: str | None, workdir: Path,
             for tool in tools:
                 (prefix / "bin" / tool).symlink_to(env / "bin" / tool)
         if venv_packages:
-            _run([str(prefixes.host / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                  "--disable-pip-version-check", *venv_packages])
+            _pip_install(prefixes.host / "bin" / "python", venv_packages)
     # Debian's protoc looks for its libraries in the system folders only; conda's finds them by rpath
     protoc = prefixes.build / "bin" / "protoc"
     if protoc.exists():

@@ -9,45 +9,33 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import venv
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
+from bootstrap import PipFailed, cached_venv, pip_install
+
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("FEEDSTOCK_TEST_CACHE", REPO / ".cache")) / "pyenvs"
 
 
-def pip_failed(what: str, result: subprocess.CompletedProcess[str]) -> NoReturn:
+def pip_failed(what: str, output: str) -> NoReturn:
     """Skip the test when the package index offered nothing at all (no network, or no index: a fresh clone
     offline); any other failure of pip is an error."""
-    output = result.stdout + result.stderr
     if "(from versions: none)" in output:
         pytest.skip(f"pip could not {what}: the package index offers nothing (no network or no index?)")
     raise RuntimeError(f"pip could not {what}:\n{output}")
-
-
-def _python(env: Path) -> Path:
-    return env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
 def python_env(name: str, requirements: list[str]) -> Path:
     """The interpreter of a venv named `name` with exactly `requirements` installed."""
     key = hashlib.sha256("\n".join(sorted(requirements)).encode()).hexdigest()[:12]
     env = CACHE / f"{name}-{key}"
-    done = env / "installed.ok"
-    if done.exists():
-        return _python(env)
-    venv.EnvBuilder(with_pip=True, clear=True).create(env)
-    result = subprocess.run(
-        [str(_python(env)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements],
-        capture_output=True, text=True, stdin=subprocess.DEVNULL,
-    )
-    if result.returncode != 0:
-        pip_failed(f"install {requirements} into {env}", result)
-    done.write_text("\n".join(requirements) + "\n")
-    return _python(env)
+    try:
+        return cached_venv(env, key, lambda python: pip_install(python, requirements, naming=" ".join(requirements)))
+    except PipFailed as failure:
+        pip_failed(f"install {requirements} into {env}", failure.output)
 
 
 def site_packages(python: Path) -> Path:

@@ -30,8 +30,9 @@ NEEDS_SHARED = frozenset({"check_recipe_matches_schema"})
 
 RECIPE = "recipe/recipe.yaml"
 CONDA_FORGE_YML = "conda-forge.yml"
-# libcurl is the one libcu* package that is not CUDA
-CUDA_PACKAGE = re.compile(r"^(cuda-|libcu(?!rl)|cudnn|nccl|cutensor|__cuda)")
+# NVIDIA's packages, the driver's virtual package and what `compiler('cuda')` renders to (cuda-nvcc_linux-64,
+# or cuda_osx-arm64 where no CUDA exists); libcurl is the one libcu* package that is not CUDA
+CUDA_PACKAGE = re.compile(r"^(__cuda|cuda[-_]|libcu(?!rl)|cudnn|libcudnn|libnv|nccl|cutensor)|nvcc")
 
 
 @dataclass(frozen=True)
@@ -170,16 +171,23 @@ def check_every_config_builds_an_output(feedstock: Feedstock) -> list[str]:
     return [f"{name} builds no output" for name in feedstock.ci_support if name not in building]
 
 
-def _package_names(specs: list[Any] | None) -> set[str]:
+def _package_names(specs: list[Any] | dict[str, Any] | None) -> set[str]:
+    """The names in a requirement section; run_exports and ignore_run_exports group theirs by kind."""
+    if isinstance(specs, dict):
+        return set().union(*map(_package_names, specs.values()))
     return {spec.split()[0] for spec in specs or [] if isinstance(spec, str) and spec.strip()}
 
 
 @check
 def check_cpu_outputs_never_require_cuda(feedstock: Feedstock) -> list[str]:
+    """A CPU build (its build string ends in `_cpu`, which the plugin's run_constraints ask for) lists no
+    CUDA package in any requirement section, and reads no `cuda_compiler`, which would split it by CUDA."""
     problems = set()
     for b in feedstock.built:
         if b.build_string.endswith("_cpu"):
-            for section in ("build", "host", "run"):
+            for section, specs in b.requirements.items():
                 problems |= {f"CPU output {b.name} ({b.platform}) {section} requires {name}"
-                             for name in _package_names(b.requirements.get(section)) if CUDA_PACKAGE.match(name)}
+                             for name in _package_names(specs) if CUDA_PACKAGE.search(name)}
+            if "cuda_compiler" in b.used_keys:
+                problems.add(f"CPU output {b.name} ({b.platform}) reads cuda_compiler")
     return sorted(problems)

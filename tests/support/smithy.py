@@ -23,13 +23,15 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
-import venv
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 import zstandard
+
+from bootstrap import cached_venv, pip_install
 
 SUPPORT = Path(__file__).resolve().parent
 REPO = SUPPORT.parent.parent
@@ -95,6 +97,7 @@ def _extract(archive: Path, into: Path) -> None:
 
 def _lay_out_pinning(extracted: Path, root: Path) -> None:
     recipe = extracted / "recipe"
+    shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     shutil.copy2(recipe / "conda_build_config.yaml", root / "conda_build_config.yaml")
     for folder in ("migrations", "migration_support"):
@@ -108,38 +111,35 @@ def _versions(thirdparty: Path) -> dict[str, str]:
     return {name: str(sources[name]["tag"]).removeprefix("v") for name in PROJECTS}
 
 
-def _build(thirdparty: Path, env: Path) -> None:
-    scratch = env / "src"
-    _extract(thirdparty / SOURCES, scratch)
-    venv.EnvBuilder(with_pip=True).create(env)
-    python = str(env / "bin" / "python")
+def _install(thirdparty: Path, python: Path) -> None:
+    env = python.parent.parent
     environment = dict(os.environ)
     for name, version in _versions(thirdparty).items():
         # setuptools-scm and hatch-vcs read the version from git, which the archives do not have
         environment[f"SETUPTOOLS_SCM_PRETEND_VERSION_FOR_{name.upper().replace('-', '_')}"] = version
-    pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "-r", str(REQUIREMENTS), *(str(scratch / name) for name in PROJECTS)],
-                   check=True, env=environment, stdin=subprocess.DEVNULL)
+    with tempfile.TemporaryDirectory() as scratch:
+        sources = Path(scratch) / "src"
+        _extract(thirdparty / SOURCES, sources)
+        pip_install(python, ["-r", str(REQUIREMENTS), *(str(sources / name) for name in PROJECTS)],
+                    naming=f"{REQUIREMENTS.relative_to(REPO)} and {', '.join(PROJECTS)}", environ=environment)
+        pinning = Path(scratch) / "pinning"
+        _extract(thirdparty / PINNING, pinning)
+        _lay_out_pinning(pinning, env / "pinning")
     shim = env / "bin" / "rattler-build"
     shim.write_text(f"#!{python}\n" + (SUPPORT / "rattler_build_render_only.py").read_text())
     shim.chmod(0o755)
-    pinning = env / "pinning-src"
-    _extract(thirdparty / PINNING, pinning)
-    _lay_out_pinning(pinning, env / "pinning")
-    shutil.rmtree(scratch)
-    shutil.rmtree(pinning)
 
 
 def install(thirdparty: Path, cache: Path) -> Smithy:
     """The environment for these inputs, built unless a complete one is already cached."""
-    env = cache / f"conda-smithy-{_digest(thirdparty)}"
-    complete = env / "complete"
-    if complete.is_file():
-        return Smithy(env, 0.0)
-    shutil.rmtree(env, ignore_errors=True)
+    digest = _digest(thirdparty)
     start = time.monotonic()
-    _build(thirdparty, env)
-    elapsed = time.monotonic() - start
-    # written last: an interrupted install is rebuilt from scratch next time
-    complete.write_text(f"{elapsed:.1f}\n")
-    return Smithy(env, elapsed)
+    seconds = 0.0
+
+    def timed_install(python: Path) -> None:
+        nonlocal seconds
+        _install(thirdparty, python)
+        seconds = time.monotonic() - start
+
+    python = cached_venv(cache / f"conda-smithy-{digest}", digest, timed_install)
+    return Smithy(python.parent.parent, seconds)

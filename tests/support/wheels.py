@@ -53,7 +53,7 @@ def unpacked_wheel(requirement: str, platform: str | None) -> Path:
             command += ["--platform", platform]
         result = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if result.returncode != 0:
-            pip_failed(f"download {requirement} for {platform or 'this machine'}", result)
+            pip_failed(f"download {requirement} for {platform or 'this machine'}", result.stdout + result.stderr)
         (wheel,) = Path(download).glob("*.whl")
         with zipfile.ZipFile(wheel) as archive:
             archive.extractall(target)

@@ -152,7 +152,14 @@ prepare_build() {
     patch -d "${work}/cutlass" -p1 <"${SRC_DIR}/cmake/patches/cutlass/cutlass_4.7.0.patch"
     # conda-forge's toolchain arguments; the dependency archives come from ORT's offline mirror and
     # never from the machine's own packages
-    export CMAKE_ARGS="-DCMAKE_INSTALL_PREFIX=${PREFIX} -DCMAKE_INSTALL_LIBDIR=lib -DCMAKE_PROGRAM_PATH=${BUILD_PREFIX}/bin;${PREFIX}/bin -Donnxruntime_CMAKE_DEPS_MIRROR_DIR=${stage}/mirror -DFETCHCONTENT_TRY_FIND_PACKAGE_MODE=NEVER -DFETCHCONTENT_SOURCE_DIR_CUTLASS=${work}/cutlass -DFETCHCONTENT_SOURCE_DIR_CUDNN_FRONTEND=${work}/cudnn_frontend"
+    local toolchain=(
+        -DCMAKE_INSTALL_PREFIX="${PREFIX}" -DCMAKE_INSTALL_LIBDIR=lib
+        -DCMAKE_PROGRAM_PATH="${BUILD_PREFIX}/bin;${PREFIX}/bin"
+        -Donnxruntime_CMAKE_DEPS_MIRROR_DIR="${stage}/mirror" -DFETCHCONTENT_TRY_FIND_PACKAGE_MODE=NEVER
+        -DFETCHCONTENT_SOURCE_DIR_CUTLASS="${work}/cutlass"
+        -DFETCHCONTENT_SOURCE_DIR_CUDNN_FRONTEND="${work}/cudnn_frontend"
+    )
+    export CMAKE_ARGS="${toolchain[*]}"
     export PATH="${BUILD_PREFIX}/bin:${PATH}"
     eval "$(python3 - "${plan}" <<'EOF'
 import json, shlex, sys
@@ -186,7 +193,7 @@ built_library() {
 }
 
 site_of() {
-    echo "${work}/core-$1/lib/$(python3 -c 'import sys; print(f"python{sys.version_info[0]}.{sys.version_info[1]}")')/site-packages"
+    echo "${work}/core-$1/lib/$(python3 -c 'import sys; print("python%d.%d" % sys.version_info[:2])')/site-packages"
 }
 
 library_of() {
@@ -211,25 +218,26 @@ core_prefix() {
 # the steps one core gets: the recipe's load test, which cuDNN libraries a session loads, upstream's
 # packaging test (auto-registration off, as upstream runs it) and the auto-registration path
 core_steps() {
-    local version="$1" site library
-    site="$(site_of "${version}")" library="$(library_of "${version}")"
-    local with_cudnn
-    with_cudnn="${cuda_runtime}:$(cudnn_dir)/lib"
-    ( cd "${RECIPE_DIR}" && run_step "load-${version}" 300 env PATH="${work}/bin:${PATH}" PYTHONPATH="${site}:${work}/test-site" \
-        LD_LIBRARY_PATH="${with_cudnn}:${LD_LIBRARY_PATH:-}" bash run_plugin_load_test.sh "${library}" CUDAExecutionProvider )
-    ( cd "${RECIPE_DIR}" && run_step "cudnn-loaded-${version}" 300 env PYTHONPATH="${site}:${work}/test-site" \
-        LD_LIBRARY_PATH="${cuda_runtime}:${LD_LIBRARY_PATH:-}" python3 "${here}/checks.py" cudnn-loaded "${library}" )
+    local version="$1" site library cudnn
+    site="$(site_of "${version}")" library="$(library_of "${version}")" cudnn="$(cudnn_dir)/lib"
+    # the core's packages and the test tools; the toolkit's libraries, with cuDNN as the plugin
+    # package's run dependency brings it, or without it
+    local paths=(PYTHONPATH="${site}:${work}/test-site")
+    local with_cudnn=(env "${paths[@]}" LD_LIBRARY_PATH="${cuda_runtime}:${cudnn}:${LD_LIBRARY_PATH:-}")
+    local without_cudnn=(env "${paths[@]}" LD_LIBRARY_PATH="${cuda_runtime}:${LD_LIBRARY_PATH:-}")
+    local load_test=(env PATH="${work}/bin:${PATH}" bash run_plugin_load_test.sh "${library}" CUDAExecutionProvider)
+    ( cd "${RECIPE_DIR}" && run_step "load-${version}" 300 "${with_cudnn[@]}" "${load_test[@]}" )
+    ( cd "${RECIPE_DIR}" && run_step "cudnn-loaded-${version}" 300 "${without_cudnn[@]}" \
+        python3 "${here}/checks.py" cudnn-loaded "${library}" )
     if [[ "${version}" == "$(plan_get cores newest)" ]]; then
         # the load test once more with the driver's kernel cache off: as slow as the first when its time
         # goes to compiling the library's PTX for this GPU, as fast as the second when it goes elsewhere
         ( cd "${RECIPE_DIR}" && run_step "load-without-jit-cache-${version}" 300 env CUDA_CACHE_DISABLE=1 \
-            PATH="${work}/bin:${PATH}" PYTHONPATH="${site}:${work}/test-site" LD_LIBRARY_PATH="${with_cudnn}:${LD_LIBRARY_PATH:-}" \
-            bash run_plugin_load_test.sh "${library}" CUDAExecutionProvider )
+            "${with_cudnn[@]}" "${load_test[@]}" )
     fi
-    run_step "packaging-${version}" 300 env ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION=1 PYTHONPATH="${site}:${work}/test-site" \
-        LD_LIBRARY_PATH="${with_cudnn}:${LD_LIBRARY_PATH:-}" python3 "${SRC_DIR}/plugin-ep-cuda/python/test/test_cuda_plugin_ep.py"
-    run_step "autoregistration-${version}" 300 env PYTHONPATH="${site}:${work}/test-site" LD_LIBRARY_PATH="${with_cudnn}:${LD_LIBRARY_PATH:-}" \
-        python3 "${here}/checks.py" autoregistration
+    run_step "packaging-${version}" 300 env ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION=1 "${with_cudnn[@]}" \
+        python3 "${SRC_DIR}/plugin-ep-cuda/python/test/test_cuda_plugin_ep.py"
+    run_step "autoregistration-${version}" 300 "${with_cudnn[@]}" python3 "${here}/checks.py" autoregistration
 }
 
 # upstream's operator suite, one line per case: cuDNN comes with torch, which the suite imports first. The
@@ -303,7 +311,8 @@ wait_for_pipeline() {
     while [[ ! -f "${results}/done" ]] && (( $(date +%s) - start < seconds )); do
         sleep 20
         local built=""
-        [[ -f "${results}/build.log" ]] && built="$(grep -o '^+[0-9]*s \[[0-9]*/[0-9]*\]' "${results}/build.log" | tail -1 || true)"
+        [[ -f "${results}/build.log" ]] \
+            && built="$(grep -o '^+[0-9]*s \[[0-9]*/[0-9]*\]' "${results}/build.log" | tail -1 || true)"
         echo "$(date -u +%H:%M:%S) ninja ${built:-(not started)}; $(tail -n 1 "${results}/progress.txt")"
     done
     python3 "${here}/checks.py" report "${top}"

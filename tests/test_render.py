@@ -18,8 +18,10 @@ from typing import Callable
 import bootstrap
 import pytest
 
-from conftest import FLOOR_CORE_VERSION, REPO
+from conftest import CONFIG, FLOOR_CORE_VERSION, REPO
 from feedstock.reader import parse_yaml
+from rattler_render import render as rattler_render
+from support.yaml_files import read_yaml
 
 RECIPE = "recipe/recipe.yaml"
 
@@ -482,7 +484,7 @@ def test_a_renamed_plugin_package_reaches_the_recipe_the_manifests_and_the_helpe
 
 
 def test_the_cpp_build_asks_for_the_configs_python_floor() -> None:
-    minimum = parse_yaml((REPO / "config" / "feedstock.yaml").read_text(), "config")["python"]["minimum"]
+    minimum = CONFIG.python.minimum
     outputs = parse_yaml((REPO / RECIPE).read_text(), RECIPE)["outputs"]
     (cpp,) = [output for output in outputs if "build_cpp" == output["build"]["script"]["file"]]
     assert f"python >={minimum}" in cpp["requirements"]["build"]
@@ -604,3 +606,35 @@ def test_a_render_stopped_while_it_swaps_its_files_in_leaves_the_new_tree(feedst
     # the signal ended the render, after it had swapped every file in
     assert process.wait(timeout=60) == -signal.SIGTERM
     assert snapshot(feedstock) == snapshot(finished)
+
+
+def long_lines(root: Path) -> list[str]:
+    """`path:line: length` for each line over 120 characters in a file the generator writes whole."""
+    import render as generator
+
+    return [f"{f.path}:{number}: {len(line)}" for f in generator.generate(root) if f.path != "README.md"
+            for number, line in enumerate(f.text.splitlines(), 1) if len(line) > 120]
+
+
+def test_no_line_of_a_generated_file_is_longer_than_120_characters() -> None:
+    assert long_lines(REPO) == []
+
+
+def test_the_longest_architecture_list_a_cuda_allows_still_fits_in_120_characters(feedstock: Path) -> None:
+    from feedstock.architectures import NVCC_ARCHITECTURES, ort_cuda_architectures
+
+    # every architecture CUDA 12.9's nvcc compiles for, the newest bare (SASS and PTX), on linux-aarch64
+    *sass, newest = NVCC_ARCHITECTURES["12.9"]
+    longest = ", ".join([*(f"{a}-real" for a in sass), f'"{newest}"'])
+    config = feedstock / "config" / "feedstock.yaml"
+    text, count = re.subn(r"(?m)^(        linux-aarch64: )\[70-real.*$", rf"\1[{longest}]", config.read_text())
+    assert count == 1
+    config.write_text(text)
+    assert render(feedstock).returncode == 0
+    assert long_lines(feedstock) == []
+    # the list as rattler-build evaluates it, whatever lines the recipe cuts it into
+    (job,) = (feedstock / ".ci_support").glob("linux_aarch64_*cuda_compiler_version12.9*.yaml")
+    (evaluated,) = {r.recipe["build"]["script"]["env"]["CUDA_ARCHITECTURES"]
+                    for r in rattler_render(feedstock / RECIPE, read_yaml(job), "linux-aarch64", "linux-64")
+                    if r.name == CONFIG.outputs.plugin.name}
+    assert evaluated == ort_cuda_architectures((*(f"{a}-real" for a in sass), str(newest)))

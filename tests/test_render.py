@@ -235,19 +235,24 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         "line {appended}: not valid YAML (expected <block end>, but found '-')"),
     "licence file outside the source tree": (
         lambda t: t.replace("files: [LICENSE, ThirdPartyNotices.txt]", "files: [../LICENSE, ThirdPartyNotices.txt]"),
-        "license.files[0]: '../LICENSE' leaves the source tree (..)"),
+        "license.files[0]: '../LICENSE' is not a path inside the source tree with forward slashes"),
     "absolute licence file": (
         lambda t: t.replace("files: [LICENSE, ThirdPartyNotices.txt]", "files: [/LICENSE, ThirdPartyNotices.txt]"),
-        "license.files[0]: '/LICENSE' is absolute; give it relative to the source tree"),
+        "license.files[0]: '/LICENSE' is not a path inside the source tree with forward slashes"),
     "licence file with backslashes": (
         lambda t: t.replace("files: [LICENSE, ThirdPartyNotices.txt]", "files: [LICENSE, docs\\ThirdPartyNotices.txt]"),
-        "license.files[1]: 'docs\\\\ThirdPartyNotices.txt' has backslashes; write paths with forward slashes"),
+        "license.files[1]: 'docs\\\\ThirdPartyNotices.txt' is not a path inside the source tree with forward slashes"),
     "patch file that does not exist": (
         lambda t: re.sub(r"(?m)^  patches: \[", "  patches: [fix-the-build.patch, ", t),
         "source.patches[0]: recipe/fix-the-build.patch does not exist"),
     "Windows path as the source URL": (
         lambda t: re.sub(r"(?m)^  url: .*$", r"  url: C:\\src\\onnxruntime-{version}.tar.gz", t),
-        "source.url: 'C:\\\\src\\\\onnxruntime-{{version}}.tar.gz' is not an https URL"),
+        "source.url: 'C:\\\\src\\\\onnxruntime-{{version}}.tar.gz' is not an https URL with {{version}}, where the "
+        "recipe puts its version"),
+    "source URL without the version": (
+        lambda t: t.replace("tags/v{version}.tar.gz", "tags/v1.30.0.tar.gz"),
+        "source.url: 'https://github.com/microsoft/onnxruntime/archive/refs/tags/v1.30.0.tar.gz' is not an https URL "
+        "with {{version}}, where the recipe puts its version"),
     "maintainer listed twice": (
         lambda t: t.replace("maintainers:\n", "maintainers:\n  - someone\n  - Someone\n"),
         "maintainers[1]: 'Someone' is listed twice (first as item 0)"),

@@ -9,11 +9,13 @@ reported in one run, one line each (reader.validated); the rules between values 
 they compare are valid.
 """
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import (AfterValidator, AliasPath, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo,
+                      model_validator)
 
 from .architectures import NVCC_ARCHITECTURES, CudaLists, cuda_lists, number
 from .architectures import problems as architecture_problems
@@ -43,18 +45,8 @@ def text(pattern: str, what: str) -> Any:
 
 
 def relative_path(inside: str) -> Any:
-    """A path relative to `inside`, written the way every platform's build reads it."""
-    def check(path: str) -> str:
-        if "\\" in path:
-            raise ValueError(f"{path!r} has backslashes; write paths with forward slashes")
-        if path.startswith("/") or re.match(r"[A-Za-z]:", path):
-            raise ValueError(f"{path!r} is absolute; give it relative to {inside}")
-        if ".." in path.split("/"):
-            raise ValueError(f"{path!r} leaves {inside} (..)")
-        if not re.fullmatch(r"[\w.+-]+(/[\w.+-]+)*", path):
-            raise ValueError(f"{path!r} is not a path relative to {inside}")
-        return path
-    return Annotated[str, AfterValidator(check)]
+    """A path inside `inside`, written the way every platform's build reads it: not absolute, no `..`, `/`."""
+    return text(r"(?!(.*/)?\.\.(/|$))[\w.+-]+(/[\w.+-]+)*", f"a path inside {inside} with forward slashes")
 
 
 def distinct(values: list[str], same: Any = str) -> list[str]:
@@ -115,26 +107,15 @@ class License(Model):
     vendored: list[Vendored]
 
 
-def _has_version(url: str) -> str:
-    if "{version}" not in url:
-        raise ValueError("must contain {version}, where the recipe puts ${{ version }}")
-    return url
-
-
 def _patches_exist(patches: list[str], info: ValidationInfo) -> list[str]:
-    def is_file(path: Path) -> bool:
-        try:
-            return path.is_file()
-        except OSError:  # a name too long for the file system, say: no such file either
-            return False
-    shown = [f"{PATCH_DIR}/{p[:80]}{'...' if len(p) > 80 else ''}" for p in patches]
-    fail(*(((i,), f"{shown[i]} does not exist") for i, p in enumerate(patches)
-           if not is_file(info.context["root"] / PATCH_DIR / p)))
+    # os.path.isfile: a name too long for the file system is no such file either
+    fail(*(((i,), f"{PATCH_DIR}/{p[:80]}{'...' if len(p) > 80 else ''} does not exist") for i, p in enumerate(patches)
+           if not os.path.isfile(info.context["root"] / PATCH_DIR / p)))
     return patches
 
 
 class Source(Model):
-    url: Annotated[Url, AfterValidator(_has_version)]
+    url: text(r"https://[^\s\\]*\{version\}[^\s\\]*", "an https URL with {version}, where the recipe puts its version")
     patches: Annotated[unique(relative_path(f"{PATCH_DIR}/"), min_length=0), AfterValidator(_patches_exist)]
 
 
@@ -251,7 +232,8 @@ class Config(Model):
         found = [(("cuda", "versions", v, "architectures"), f"no architecture list for CUDA platform {platform}")
                  for v, entry in self.cuda.versions.items() for platform in sorted(cuda - set(entry.architectures))]
         found += [(("cuda", "versions", v, "architectures", platform), "not a CUDA platform of this feedstock")
-                  for v, entry in self.cuda.versions.items() for platform in entry.architectures if platform not in cuda]
+                  for v, entry in self.cuda.versions.items() for platform in entry.architectures
+                  if platform not in cuda]
         found += [(("license", "vendored", i, "platforms", j), f"{p!r} is not a platform of this feedstock")
                   for i, dep in enumerate(self.license.vendored) for j, p in enumerate(dep.platforms or ())
                   if p not in self.platforms]
@@ -268,40 +250,13 @@ class Config(Model):
         return self
 
 
-class _InRecipe(BaseModel):
-    model_config = ConfigDict(strict=True, frozen=True)  # the keys of the recipe that are not the bot's pass
-
-
-class _Context(_InRecipe):
-    version: Version
-
-
-class _Source(_InRecipe):
-    sha256: text(r"[0-9a-f]{64}", "64 lowercase hex digits")
-
-
-class _Build(_InRecipe):
-    number: Annotated[int, Field(ge=0, le=10_000)]
-
-
-class BotFields(_InRecipe):
+class BotFields(BaseModel):
     """What the autotick bot owns in `recipe/recipe.yaml`; the rest of the recipe is the render's."""
 
-    context: _Context
-    source: _Source
-    build: _Build
-
-    @property
-    def version(self) -> str:
-        return self.context.version
-
-    @property
-    def sha256(self) -> str:
-        return self.source.sha256
-
-    @property
-    def number(self) -> int:
-        return self.build.number
+    model_config = ConfigDict(strict=True, frozen=True)
+    version: Version = Field(validation_alias=AliasPath("context", "version"))
+    sha256: text(r"[0-9a-f]{64}", "64 lowercase hex digits") = Field(validation_alias=AliasPath("source", "sha256"))
+    number: int = Field(ge=0, le=10_000, validation_alias=AliasPath("build", "number"))
 
 
 def build_platforms(root: Path) -> dict[str, str]:

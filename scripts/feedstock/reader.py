@@ -1,4 +1,5 @@
-"""Read the generator's YAML inputs, refusing a key given twice, and say what is wrong as `file: dotted.key: problem`."""
+"""Read the generator's YAML inputs, refusing a key given twice, and tell what is wrong with them, one
+problem a line: `file: dotted.key: problem`."""
 
 from __future__ import annotations
 
@@ -91,7 +92,8 @@ IN_OUR_WORDS = {"extra_forbidden": "unknown key", "missing": "required key is mi
 
 
 def fail(*problems: tuple[tuple[str | int, ...], str]) -> None:
-    """Raise, from inside a validator, each (location below the value validated, problem) there is."""
+    """Raise, from inside a validator, each (location below the value validated, problem) there is: pydantic
+    adds them to the file's other problems, each at its own key."""
     if problems:
         raise pydantic.ValidationError.from_exception_data("feedstock", [
             InitErrorDetails(type=PydanticCustomError("feedstock", "{problem}", {"problem": problem}), loc=loc,

@@ -19,6 +19,8 @@ import bootstrap
 import pytest
 
 from conftest import CONFIG, FLOOR_CORE_VERSION, REPO
+from feedstock.architectures import NVCC_ARCHITECTURES, ort_cuda_architectures
+from feedstock.inputs import load_config
 from feedstock.reader import parse_yaml
 from rattler_render import render as rattler_render
 from support.yaml_files import read_yaml
@@ -625,9 +627,31 @@ def test_no_line_of_a_generated_file_is_longer_than_120_characters() -> None:
     assert long_lines(REPO) == []
 
 
-def test_the_longest_architecture_list_a_cuda_allows_still_fits_in_120_characters(feedstock: Path) -> None:
-    from feedstock.architectures import NVCC_ARCHITECTURES, ort_cuda_architectures
+def evaluated_architectures(root: Path) -> dict[str, str]:
+    """CUDA_ARCHITECTURES as rattler-build evaluates the recipe in each CUDA job of .ci_support/."""
+    found = {}
+    for job in sorted((root / ".ci_support").glob("*cuda_compiler_version1*.yaml")):
+        variants = read_yaml(job)
+        platform = variants["target_platform"][0]
+        build = "linux-64" if platform.startswith("linux") else platform
+        (found[job.stem],) = {r.recipe["build"]["script"]["env"]["CUDA_ARCHITECTURES"]
+                              for r in rattler_render(root / RECIPE, variants, platform, build)
+                              if r.name == CONFIG.outputs.plugin.name}
+    return found
 
+
+def listed_architectures(root: Path) -> dict[str, str]:
+    """What the config of `root` lists for each CUDA job of .ci_support/, as ORT's CMAKE_CUDA_ARCHITECTURES."""
+    lists = load_config(root).cuda_lists
+    found = {}
+    for job in sorted((root / ".ci_support").glob("*cuda_compiler_version1*.yaml")):
+        variants = read_yaml(job)
+        found[job.stem] = ort_cuda_architectures(lists.get(variants["cuda_compiler_version"][0],
+                                                            variants["target_platform"][0]))
+    return found
+
+
+def test_the_longest_architecture_list_a_cuda_allows_still_fits_in_120_characters(feedstock: Path) -> None:
     # every architecture CUDA 12.9's nvcc compiles for, the newest bare (SASS and PTX), on linux-aarch64
     *sass, newest = NVCC_ARCHITECTURES["12.9"]
     longest = ", ".join([*(f"{a}-real" for a in sass), f'"{newest}"'])
@@ -637,9 +661,21 @@ def test_the_longest_architecture_list_a_cuda_allows_still_fits_in_120_character
     config.write_text(text)
     assert render(feedstock).returncode == 0
     assert long_lines(feedstock) == []
-    # the list as rattler-build evaluates it, whatever lines the recipe cuts it into
-    (job,) = (feedstock / ".ci_support").glob("linux_aarch64_*cuda_compiler_version12.9*.yaml")
-    (evaluated,) = {r.recipe["build"]["script"]["env"]["CUDA_ARCHITECTURES"]
-                    for r in rattler_render(feedstock / RECIPE, read_yaml(job), "linux-aarch64", "linux-64")
-                    if r.name == CONFIG.outputs.plugin.name}
-    assert evaluated == ort_cuda_architectures((*(f"{a}-real" for a in sass), str(newest)))
+    evaluated = evaluated_architectures(feedstock)
+    assert evaluated == listed_architectures(feedstock)
+    assert ort_cuda_architectures((*(f"{a}-real" for a in sass), str(newest))) in evaluated.values()
+
+
+def test_a_list_that_two_cuda_versions_share_is_chosen_in_each_of_their_jobs(feedstock: Path) -> None:
+    # CUDA 12.9 everywhere takes the list CUDA 13.0 has on linux-64 and win-64, but not on linux-aarch64
+    config = feedstock / "config" / "feedstock.yaml"
+    text = config.read_text()
+    shared = re.search(r"(?m)^        linux-64: (\[75-real.*)$", text).group(1)
+    text, count = re.subn(r"(?m)^(        (linux-64|linux-aarch64|win-64): )\[70-real.*$", rf"\g<1>{shared}", text)
+    assert count == 3
+    config.write_text(text)
+    assert render(feedstock).returncode == 0
+    assert "    or (" in (feedstock / RECIPE).read_text()
+    evaluated = evaluated_architectures(feedstock)
+    assert evaluated == listed_architectures(feedstock)
+    assert len(set(evaluated.values())) == 2

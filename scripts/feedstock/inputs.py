@@ -12,7 +12,7 @@ they compare are valid.
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import (AfterValidator, AliasPath, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo,
                       model_validator)
@@ -29,10 +29,10 @@ CONDA_FORGE_YML = "conda-forge.yml"
 PATCH_DIR = "recipe"
 # ONNX Runtime's own Python floor (its setup.py and wheels); nothing older can be built.
 ORT_PYTHON_FLOOR = (3, 11)
-OUTPUT_KEYS = ("plugin", "cpp", "python")
 # conda subdirs conda-forge builds for; anything else in the config is a typo.
 PlatformName = Literal["linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64", "win-64"]
 OutputKey = Literal["plugin", "cpp", "python"]
+OUTPUT_KEYS = get_args(OutputKey)
 
 
 def text(pattern: str, what: str) -> Any:

@@ -107,10 +107,11 @@ def cuda_architectures_expression(config: Config) -> str:
             if len(platforms) < len(all_cuda):
                 condition.append("and " + _one_of("target_platform", list(platforms)))
             conditions.append(condition)
-        if len(conditions) > 1:
-            conditions = [[f"({condition[0]}", *condition[1:-1], f"{condition[-1]})"] for condition in conditions]
         for index, condition in enumerate(conditions):
-            lines += [f"    {'if' if index == 0 else 'or'} {condition[0]}", *(f"    {part}" for part in condition[1:])]
+            if len(conditions) > 1:
+                condition = [f"({condition[0]}", *condition[1:]]
+                condition[-1] += ")"
+            lines += [f"    {'or' if index else 'if'} {condition[0]}", *(f"    {part}" for part in condition[1:])]
         lines[-1] += " else"
     return "\n".join([*lines, '  ""', "}}"])
 

@@ -77,6 +77,8 @@ Architecture = text(r"\d{2,3}(-real|-virtual)?", "a CUDA architecture like 80-re
 
 
 class Model(BaseModel):
+    """A mapping of the config: an unknown key is a typo, and no value is converted (1.24 is not "1.24")."""
+
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 

@@ -28,6 +28,7 @@ import bootstrap  # noqa: E402
 bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt")
 
 from feedstock.errors import InputError  # noqa: E402
+from feedstock.inputs import load_config  # noqa: E402
 from feedstock.reader import load_yaml  # noqa: E402
 from rattler_render import render  # noqa: E402
 from rehearsal.build import BUILD_SCRIPTS, DEPENDENCIES, rehearse  # noqa: E402
@@ -78,9 +79,7 @@ def main(argv: list[str]) -> int:
             raise RehearsalError("--cuda is required for onnxruntime-ep-cuda and means nothing for the CPU outputs")
         sources = locate(args.feedstock.resolve(), args.cache.resolve(), DEPENDENCIES[args.output])
         rendered, variant = evaluate(args.feedstock.resolve(), args.output, args.cuda, args.python)
-        config = args.feedstock / "config" / "feedstock.yaml"
-        vendored = load_yaml(config, str(config))["license"]["vendored"]
-        without_file = {entry["dep"] for entry in vendored if not entry.get("file")}
+        without_file = {entry.dep for entry in load_config(args.feedstock).license.vendored if not entry.file}
         report = rehearse(args.output, rendered, variant, args.feedstock.resolve() / "recipe", sources,
                           args.workdir.resolve(), args.cache.resolve(), without_file, sample=not args.no_sample)
     except (RehearsalError, InputError, SourcesUnavailable, WrongHash) as error:

@@ -29,14 +29,14 @@ from feedstock.errors import InputError, Problem  # noqa: E402
 def generate(root: Path) -> list[rendering.GeneratedFile]:
     config, bot = inputs.load(root)
     jobs = ci_support.load_jobs(root)
-    listed = {c.version: c.architectures for c in config.cuda_versions}
+    listed = dict(config.cuda.versions)
     problems = [Problem(migration, "cuda_compiler_version", architectures.missing_list(version, listed))
                 for migration, versions in ci_support.migrated_cuda_versions(root).items()
                 for version in versions if version not in config.cuda_lists.by_version]
     offered = sorted({p for job in jobs if "python" in rendering.outputs_built(config, job) for p in job.pythons})
     if offered and not [p for p in offered if rendering.python_is_built(config, p)]:
-        problems.append(Problem(inputs.CONFIG, "python", f"the range {config.python_minimum} to "
-                                f"{config.python_maximum or 'the newest'} leaves out every Python the .ci_support "
+        problems.append(Problem(inputs.CONFIG, "python", f"the range {config.python.minimum} to "
+                                f"{config.python.maximum or 'the newest'} leaves out every Python the .ci_support "
                                 f"jobs offer ({', '.join(offered)}), so no Python package would be built"))
     if problems:
         raise InputError.of(problems)

@@ -17,11 +17,12 @@ SHARED = REPO.parent / "shared"
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "scripts"))
 
-from feedstock.reader import parse_yaml  # noqa: E402
+from feedstock.inputs import load_config  # noqa: E402
 
+# The feedstock's config, as the generator reads and validates it
+CONFIG = load_config(REPO)
 # The oldest core the plugin supports, as the feedstock's config states it
-FLOOR_CORE_VERSION = parse_yaml((REPO / "config" / "feedstock.yaml").read_text(), "config/feedstock.yaml")[
-    "min_core_version"]
+FLOOR_CORE_VERSION = CONFIG.min_core_version
 
 
 @pytest.fixture

@@ -16,16 +16,23 @@ ir_version  # noqa: B018
 reload_warnings  # noqa: B018
 registration  # noqa: B018
 
-# Config fields read only by scripts/feedstock/templates/recipe.yaml.j2 (`config.<name>`).
-feedstock_name  # noqa: B018
+# Config fields read only by scripts/feedstock/templates/recipe.yaml.j2 (`config.<section>.<name>`).
+about  # noqa: B018
 homepage  # noqa: B018
 repository  # noqa: B018
 documentation  # noqa: B018
-cudnn_major  # noqa: B018
-cudnn_as  # noqa: B018
+as_  # noqa: B018
 nvcc_threads  # noqa: B018
 nvcc_gb_per_thread  # noqa: B018
-cuda_build_jobs  # noqa: B018
+build_jobs  # noqa: B018
+
+# pydantic reads a model's `model_config` and calls the methods its decorators make validators
+# (scripts/feedstock/inputs.py, ci_support.py).
+model_config  # noqa: B018
+_range  # noqa: B018
+_distinct_names  # noqa: B018
+_nvcc_compiles_every_architecture  # noqa: B018
+_consistent  # noqa: B018
 
 # requests' Response fields that tests/support/smithy_offline.py fills for conda-smithy to read.
 status_code  # noqa: B018

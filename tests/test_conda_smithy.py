@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import CONFIG, REPO
 from support.smithy import MAINTAINER_CHECK, Smithy
 from support.yaml_files import read_yaml
 
-CONFIG = read_yaml(REPO / "config" / "feedstock.yaml")
 CI_SUPPORT = REPO / ".ci_support"
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@localhost",
                 "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@localhost"}
@@ -63,7 +62,7 @@ def test_recipe_lint_reports_no_lints_and_no_hints(conda_smithy: Smithy, tmp_pat
     _say(capsys, MAINTAINER_CHECK)
     assert (result.returncode, result.stdout.strip()) == (0, "recipe is in fine form"), result.stdout + result.stderr
     # the maintainer check was asked, once per maintainer, and answered here
-    assert result.stderr.count("answered 200 without asking") == len(CONFIG["maintainers"]), result.stderr
+    assert result.stderr.count("answered 200 without asking") == len(CONFIG.maintainers), result.stderr
 
 
 def test_recipe_lint_reports_a_source_without_its_hash(conda_smithy: Smithy, tmp_path: Path,
@@ -109,14 +108,14 @@ def test_cuda_jobs_run_on_the_large_runners_of_their_build_machine() -> None:
     cuda_jobs = {p.name: read_yaml(p) for p in sorted(CI_SUPPORT.glob("*.yaml"))
                  if read_yaml(p)["cuda_compiler_version"] != ["None"]}
     assert len(cuda_jobs) == 6
-    labels = {name: (ci.get("github_actions_labels"), CONFIG["runners"][_build_system(ci)])
+    labels = {name: (ci.get("github_actions_labels"), CONFIG.runners[_build_system(ci)])
               for name, ci in cuda_jobs.items()}
     assert {name: got for name, (got, _) in labels.items()} == {name: [want] for name, (_, want) in labels.items()}
 
 
 def test_jobs_on_an_os_without_a_runner_stay_on_the_hosted_runners() -> None:
     hosted = {p.name: read_yaml(p) for p in sorted(CI_SUPPORT.glob("*.yaml"))}
-    hosted = {name: ci for name, ci in hosted.items() if _build_system(ci) not in CONFIG["runners"]}
+    hosted = {name: ci for name, ci in hosted.items() if _build_system(ci) not in CONFIG.runners}
     assert hosted, "every OS has a large runner: nothing to check"
     assert {name: ci.get("github_actions_labels") for name, ci in hosted.items()} == {name: None for name in hosted}
 
@@ -141,7 +140,7 @@ def test_the_rattler_build_given_to_conda_smithy_renders_but_never_builds(conda_
                             cwd=REPO, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert render.returncode == 0, render.stderr
     assert {item["recipe"]["package"]["name"] for item in json.loads(render.stdout)} == {
-        CONFIG["outputs"]["cpp"]["name"], CONFIG["outputs"]["python"]["name"]}
+        CONFIG.outputs.cpp.name, CONFIG.outputs.python.name}
 
 
 def test_a_free_threaded_python_migration_is_built_and_shown_as_such(conda_smithy: Smithy, tmp_path: Path) -> None:
@@ -165,6 +164,6 @@ def test_a_free_threaded_python_migration_is_built_and_shown_as_such(conda_smith
     assert "(20 Python builds in all;" in readme
     variants = read_yaml(root / ".ci_support" / "osx_arm64_.yaml")
     packages = [r for r in render(root / "recipe" / "recipe.yaml", variants, "osx-arm64", "osx-arm64")
-                if r.name == CONFIG["outputs"]["python"]["name"]]
+                if r.name == CONFIG.outputs.python.name]
     assert sorted(r.used_variant["python"] for r in packages) == sorted(
         p for p in variants["python"] if not p.startswith("3.10"))

@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections import Counter
 
 
-from conftest import REPO
+from conftest import CONFIG, REPO
 from support.yaml_files import read_yaml
 
 CI_SUPPORT = REPO / ".ci_support"
-CONFIG = read_yaml(REPO / "config" / "feedstock.yaml")
 FORGE = read_yaml(REPO / "conda-forge.yml")
 
 
@@ -21,18 +20,14 @@ def jobs() -> dict[str, dict]:
     return {p.stem: read_yaml(p) for p in sorted(CI_SUPPORT.glob("*.yaml"))}
 
 
-def _is_cuda_platform(name: str) -> bool:
-    return (CONFIG["platforms"][name] or {}).get("cuda", True)
-
-
 def test_jobs_run_for_the_configs_platforms_and_no_other() -> None:
-    assert {job["target_platform"][0] for job in jobs().values()} == set(CONFIG["platforms"])
+    assert {job["target_platform"][0] for job in jobs().values()} == set(CONFIG.platforms)
 
 
 def test_each_cuda_platform_gets_one_job_per_cuda_version_and_one_cpu_job() -> None:
     found = Counter((job["target_platform"][0], job["cuda_compiler_version"][0]) for job in jobs().values())
-    expected = Counter({(name, version): 1 for name in CONFIG["platforms"]
-                        for version in ["None", *(CONFIG["cuda"]["versions"] if _is_cuda_platform(name) else [])]})
+    expected = Counter({(name, version): 1 for name, platform in CONFIG.platforms.items()
+                        for version in ["None", *(CONFIG.cuda.versions if platform.cuda else [])]})
     assert found == expected
 
 

@@ -7,15 +7,14 @@ from collections import defaultdict
 
 import pytest
 
-from conftest import REPO
+from conftest import CONFIG, REPO
+from feedstock.architectures import ort_cuda_architectures
 from feedstock.reader import version_tuple
 from support.recipe_checks import Built, Feedstock
-from support.yaml_files import read_yaml
 
-CONFIG = read_yaml(REPO / "config" / "feedstock.yaml")
-PLUGIN = CONFIG["outputs"]["plugin"]["name"]
-CPU_OUTPUTS = (CONFIG["outputs"]["cpp"]["name"], CONFIG["outputs"]["python"]["name"])
-FLOOR = CONFIG["min_core_version"]
+PLUGIN = CONFIG.outputs.plugin.name
+CPU_OUTPUTS = (CONFIG.outputs.cpp.name, CONFIG.outputs.python.name)
+FLOOR = CONFIG.min_core_version
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +64,7 @@ def test_the_plugin_needs_a_driver_and_cudnn_and_constrains_the_cores(feedstock:
     for name, built in configs_building(feedstock, PLUGIN).items():
         plugin = built[0]
         assert "__cuda" in plugin.requirements["run"]
-        assert f"cudnn {CONFIG['cudnn']['major']}.*" in plugin.requirements["run"]
+        assert f"cudnn {CONFIG.cudnn.major}.*" in plugin.requirements["run"]
         constraints = plugin.requirements["run_constraints"]
         # old CUDA builds ship the same library file or a compiled-in CUDA provider: only CPU builds may join
         assert f"{CPU_OUTPUTS[1]} >={FLOOR} *cpu" in constraints
@@ -75,10 +74,8 @@ def test_the_plugin_needs_a_driver_and_cudnn_and_constrains_the_cores(feedstock:
 def test_the_plugin_is_built_for_its_platforms_gpu_architectures(feedstock: Feedstock) -> None:
     for name, built in configs_building(feedstock, PLUGIN).items():
         plugin = built[0]
-        listed = CONFIG["cuda"]["versions"][cuda_version(feedstock, name)]["architectures"][plugin.platform]
-        # SASS for each entry; the bare (newest) one adds PTX, which ORT embeds only for -virtual
-        expected = ";".join(f"{a}-real;{a}-virtual" if a.isdigit() else a for a in listed)
-        assert plugin.recipe["build"]["script"]["env"]["CUDA_ARCHITECTURES"] == expected, name
+        listed = CONFIG.cuda_lists.get(cuda_version(feedstock, name), plugin.platform)
+        assert plugin.recipe["build"]["script"]["env"]["CUDA_ARCHITECTURES"] == ort_cuda_architectures(listed), name
 
 
 def test_the_cpu_outputs_build_exactly_in_the_four_cpu_configs(feedstock: Feedstock) -> None:
@@ -89,7 +86,7 @@ def test_the_cpu_outputs_build_exactly_in_the_four_cpu_configs(feedstock: Feedst
 
 
 def test_the_python_package_is_built_once_per_python_from_the_config_minimum(feedstock: Feedstock) -> None:
-    minimum = version_tuple(CONFIG["python"]["minimum"])
+    minimum = version_tuple(CONFIG.python.minimum)
     for name, built in configs_building(feedstock, CPU_OUTPUTS[1]).items():
         listed = [value.split(".*")[0] for value in feedstock.ci_support[name]["python"]]
         expected = ["py" + v.replace(".", "") for v in listed if version_tuple(v) >= minimum]

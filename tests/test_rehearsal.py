@@ -20,14 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import CONFIG, REPO
 from rattler_render import render
 from rehearsal.build import DEPENDENCIES
 from rehearsal.sources import Sources
 from support.upstream_source import CACHE, archives_cmake_took, sources
 from support.yaml_files import read_yaml
 
-CONFIG = read_yaml(REPO / "config" / "feedstock.yaml")
 PLUGIN, CPP, PYTHON = "onnxruntime-ep-cuda", "onnxruntime-cpp", "onnxruntime"
 REHEARSED = {PLUGIN: ["--cuda", "13.0"], CPP: [], PYTHON: ["--python", "3.11"]}
 # the rehearsal's own code and data, which a cached result must have been made with
@@ -149,7 +148,7 @@ def test_the_plugin_link_exports_only_what_the_recipes_export_list_names(plugin_
 
 
 def test_the_plugin_link_produces_the_library_the_recipe_ships(plugin_rehearsal: dict) -> None:
-    library = Path(CONFIG["outputs"]["plugin"]["library"]["unix"]).name
+    library = Path(CONFIG.outputs.plugin.library.unix).name
     assert re.search(rf"-o {re.escape(library)}\b", plugin_rehearsal["link_line"])
 
 
@@ -160,13 +159,13 @@ def _ort_arch_specific(source: Path) -> set[str]:
 
 
 def test_nvcc_compiles_sass_for_each_listed_architecture(plugin_rehearsal: dict) -> None:
-    listed = [a.removesuffix("-real") for a in CONFIG["cuda"]["versions"]["13.0"]["architectures"]["linux-64"]]
+    listed = [a.removesuffix("-real") for a in CONFIG.cuda.versions["13.0"].architectures["linux-64"]]
     arch_specific = _ort_arch_specific(Path(plugin_rehearsal["workdir"]) / "src")
     assert plugin_rehearsal["nvcc_sass"] == sorted(f"sm_{a}{'a' if a in arch_specific else ''}" for a in listed)
 
 
 def test_nvcc_embeds_ptx_for_the_newest_architecture_only(plugin_rehearsal: dict) -> None:
-    newest = CONFIG["cuda"]["versions"]["13.0"]["architectures"]["linux-64"][-1]
+    newest = CONFIG.cuda.versions["13.0"].architectures["linux-64"][-1]
     assert plugin_rehearsal["nvcc_ptx"] == [f"compute_{newest}"]
 
 
@@ -202,7 +201,7 @@ def test_an_architecture_cuda_13_dropped_fails_configure(feedstock: Path) -> Non
     # the config (scripts/feedstock/architectures.py), so the recipe's CUDA 13 list is edited by hand here.
     recipe = feedstock / "recipe" / "recipe.yaml"
     text = recipe.read_text()
-    cuda_13_list = re.search(r'"75-real;[^"]*" if cuda_compiler_version in \["13\.0"', text).group(0)
+    cuda_13_list = re.search(r'"75-real;[^"]*"\s+if cuda_compiler_version in \["13\.0"', text).group(0)
     recipe.write_text(text.replace(cuda_13_list, cuda_13_list.replace("100-real;", "100-real;101-real;"), 1))
     report, _ = rehearse(PLUGIN, feedstock, "--no-sample")
     assert not report["configure_ok"]

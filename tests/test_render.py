@@ -18,8 +18,12 @@ from typing import Callable
 import bootstrap
 import pytest
 
-from conftest import FLOOR_CORE_VERSION, REPO
+from conftest import CONFIG, FLOOR_CORE_VERSION, REPO
+from feedstock.architectures import NVCC_ARCHITECTURES, ort_cuda_architectures
+from feedstock.inputs import load_config
 from feedstock.reader import parse_yaml
+from rattler_render import render as rattler_render
+from support.yaml_files import read_yaml
 
 RECIPE = "recipe/recipe.yaml"
 
@@ -199,15 +203,14 @@ CONFIG_ERROR = "config/feedstock.yaml: "
 BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
     "unknown key": (
         lambda t: t.replace("maintainers:", "colour: blue\nmaintainers:"),
-        "colour: unknown key (allowed: about, cuda, cudnn, feedstock, license, maintainers, min_core_version, "
-        "outputs, platforms, python, runners, source)"),
+        "colour: unknown key"),
     "wrong type": (
         lambda t: re.sub(r"(?m)^  nvcc_threads: \d+$", "  nvcc_threads: two", t),
-        "cuda.nvcc_threads: expected a whole number, got a string 'two'"),
+        "cuda.nvcc_threads: Input should be a valid integer, got 'two'"),
     "unknown platform": (
         lambda t: t.replace("\nplatforms:\n", "\nplatforms:\n  linux-s390x:\n", 1),
-        "platforms.linux-s390x: unknown platform (known: linux-64, linux-aarch64, linux-ppc64le, osx-64, osx-arm64, "
-        "win-64)"),
+        "platforms.linux-s390x: as a key: Input should be 'linux-64', 'linux-aarch64', 'linux-ppc64le', 'osx-64', "
+        "'osx-arm64' or 'win-64', got 'linux-s390x'"),
     "CUDA version without an arch list": (
         lambda t: re.sub(r"(?m)^        linux-aarch64: \[75-real.*\n", "", t),
         'cuda.versions."13.0".architectures: no architecture list for CUDA platform linux-aarch64'),
@@ -216,13 +219,13 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         "python.minimum: 3.10 is below ONNX Runtime's Python floor 3.11"),
     "float version": (
         lambda t: t.replace(f'min_core_version: "{FLOOR_CORE_VERSION}"', "min_core_version: 1.24"),
-        "min_core_version: expected a quoted string, got a decimal number 1.24"),
+        "min_core_version: Input should be a valid string, got 1.24"),
     "unknown cudnn mode": (
         lambda t: t.replace("  as: run", "  as: maybe"),
-        "cudnn.as: 'maybe' is not one of run, constraint"),
+        "cudnn.as: Input should be 'run' or 'constraint', got 'maybe'"),
     "unquoted CUDA version": (
         lambda t: t.replace('    "13.0":\n', "    13.0:\n"),
-        "cuda.versions: keys must be quoted strings, got 13.0 (a decimal number)"),
+        'cuda.versions."13.0": as a key: Input should be a valid string, got 13.0'),
     "runner for an OS nothing builds on": (
         lambda t: t.replace("runners:\n", "runners:\n  freebsd: namespace-profile-16cpu-on-linux-64\n"),
         "runners.freebsd: no platform of this feedstock builds on freebsd (they build on linux, osx, win)"),
@@ -234,22 +237,27 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         "line {appended}: not valid YAML (expected <block end>, but found '-')"),
     "licence file outside the source tree": (
         lambda t: t.replace("files: [LICENSE, ThirdPartyNotices.txt]", "files: [../LICENSE, ThirdPartyNotices.txt]"),
-        "license.files[0]: '../LICENSE' leaves the source tree (..)"),
+        "license.files[0]: '../LICENSE' is not a path inside the source tree with forward slashes"),
     "absolute licence file": (
         lambda t: t.replace("files: [LICENSE, ThirdPartyNotices.txt]", "files: [/LICENSE, ThirdPartyNotices.txt]"),
-        "license.files[0]: '/LICENSE' is absolute; give it relative to the source tree"),
+        "license.files[0]: '/LICENSE' is not a path inside the source tree with forward slashes"),
     "licence file with backslashes": (
         lambda t: t.replace("files: [LICENSE, ThirdPartyNotices.txt]", "files: [LICENSE, docs\\ThirdPartyNotices.txt]"),
-        "license.files[1]: 'docs\\\\ThirdPartyNotices.txt' has backslashes; write paths with forward slashes"),
+        "license.files[1]: 'docs\\\\ThirdPartyNotices.txt' is not a path inside the source tree with forward slashes"),
     "patch file that does not exist": (
         lambda t: re.sub(r"(?m)^  patches: \[", "  patches: [fix-the-build.patch, ", t),
         "source.patches[0]: recipe/fix-the-build.patch does not exist"),
     "Windows path as the source URL": (
         lambda t: re.sub(r"(?m)^  url: .*$", r"  url: C:\\src\\onnxruntime-{version}.tar.gz", t),
-        "source.url: 'C:\\\\src\\\\onnxruntime-{{version}}.tar.gz' is not an https URL"),
+        "source.url: 'C:\\\\src\\\\onnxruntime-{{version}}.tar.gz' is not an https URL with {{version}}, where the "
+        "recipe puts its version"),
+    "source URL without the version": (
+        lambda t: t.replace("tags/v{version}.tar.gz", "tags/v1.30.0.tar.gz"),
+        "source.url: 'https://github.com/microsoft/onnxruntime/archive/refs/tags/v1.30.0.tar.gz' is not an https URL "
+        "with {{version}}, where the recipe puts its version"),
     "maintainer listed twice": (
         lambda t: t.replace("maintainers:\n", "maintainers:\n  - someone\n  - Someone\n"),
-        "maintainers[1]: 'Someone' is listed twice (first at maintainers[0])"),
+        "maintainers[1]: 'Someone' is listed twice (first as item 0)"),
     "duplicate YAML key": (
         lambda t: re.sub(r"(?m)^(  nvcc_threads: \d+)$", r"\1\n  nvcc_threads: 3", t),
         "cuda.nvcc_threads: given twice (lines {nvcc_threads} and {nvcc_threads_again}); YAML would keep the last "
@@ -288,7 +296,7 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         "3.13, 3.14), so no Python package would be built"),
     "a build platform, which conda-forge.yml alone says": (
         lambda t: t.replace("  linux-aarch64:\n", "  linux-aarch64:\n    build_platform: linux-64\n"),
-        "platforms.linux-aarch64.build_platform: unknown key (allowed: cuda, macos_sdk)"),
+        "platforms.linux-aarch64.build_platform: unknown key"),
     "two macOS platforms that set the SDK": (
         lambda t: t.replace("\nplatforms:\n", '\nplatforms:\n  osx-64:\n    cuda: false\n    macos_sdk: "13.3"\n', 1),
         "platforms.osx-arm64.macos_sdk: only one macOS platform may set it: recipe/variants.yaml can select the SDK "
@@ -301,8 +309,7 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         "source.patches[0]: recipe/" + "a" * 80 + "... does not exist"),
     "architecture listed twice": (
         lambda t: t.replace("        linux-64: [75-real, 80-real,", "        linux-64: [75-real, 75-real, 80-real,"),
-        'cuda.versions."13.0".architectures.linux-64[1]: \'75-real\' is listed twice (first at '
-        'cuda.versions."13.0".architectures.linux-64[0])'),
+        'cuda.versions."13.0".architectures.linux-64[1]: \'75-real\' is listed twice (first as item 0)'),
 }
 
 
@@ -351,7 +358,7 @@ def test_problems_of_the_config_and_of_the_recipe_are_reported_together(feedstoc
     result = render(feedstock)
     assert (result.returncode, result.stderr.splitlines()) == (2, [
         CONFIG_ERROR + BAD_CONFIGS["unknown cudnn mode"][1],
-        "recipe/recipe.yaml: build.number: expected a whole number, got a string 'many'"])
+        "recipe/recipe.yaml: build.number: Input should be a valid integer, got 'many'"])
 
 
 def test_bot_fields_that_are_malformed_are_named(feedstock: Path) -> None:
@@ -484,7 +491,7 @@ def test_a_renamed_plugin_package_reaches_the_recipe_the_manifests_and_the_helpe
 
 
 def test_the_cpp_build_asks_for_the_configs_python_floor() -> None:
-    minimum = parse_yaml((REPO / "config" / "feedstock.yaml").read_text(), "config")["python"]["minimum"]
+    minimum = CONFIG.python.minimum
     outputs = parse_yaml((REPO / RECIPE).read_text(), RECIPE)["outputs"]
     (cpp,) = [output for output in outputs if "build_cpp" == output["build"]["script"]["file"]]
     assert f"python >={minimum}" in cpp["requirements"]["build"]
@@ -606,3 +613,69 @@ def test_a_render_stopped_while_it_swaps_its_files_in_leaves_the_new_tree(feedst
     # the signal ended the render, after it had swapped every file in
     assert process.wait(timeout=60) == -signal.SIGTERM
     assert snapshot(feedstock) == snapshot(finished)
+
+
+def long_lines(root: Path) -> list[str]:
+    """`path:line: length` for each line over 120 characters in a file the generator writes whole."""
+    import render as generator
+
+    return [f"{f.path}:{number}: {len(line)}" for f in generator.generate(root) if f.path != "README.md"
+            for number, line in enumerate(f.text.splitlines(), 1) if len(line) > 120]
+
+
+def test_no_line_of_a_generated_file_is_longer_than_120_characters() -> None:
+    assert long_lines(REPO) == []
+
+
+def evaluated_architectures(root: Path) -> dict[str, str]:
+    """CUDA_ARCHITECTURES as rattler-build evaluates the recipe in each CUDA job of .ci_support/."""
+    found = {}
+    for job in sorted((root / ".ci_support").glob("*cuda_compiler_version1*.yaml")):
+        variants = read_yaml(job)
+        platform = variants["target_platform"][0]
+        build = "linux-64" if platform.startswith("linux") else platform
+        (found[job.stem],) = {r.recipe["build"]["script"]["env"]["CUDA_ARCHITECTURES"]
+                              for r in rattler_render(root / RECIPE, variants, platform, build)
+                              if r.name == CONFIG.outputs.plugin.name}
+    return found
+
+
+def listed_architectures(root: Path) -> dict[str, str]:
+    """What the config of `root` lists for each CUDA job of .ci_support/, as ORT's CMAKE_CUDA_ARCHITECTURES."""
+    lists = load_config(root).cuda_lists
+    found = {}
+    for job in sorted((root / ".ci_support").glob("*cuda_compiler_version1*.yaml")):
+        variants = read_yaml(job)
+        found[job.stem] = ort_cuda_architectures(lists.get(variants["cuda_compiler_version"][0],
+                                                            variants["target_platform"][0]))
+    return found
+
+
+def test_the_longest_architecture_list_a_cuda_allows_still_fits_in_120_characters(feedstock: Path) -> None:
+    # every architecture CUDA 12.9's nvcc compiles for, the newest bare (SASS and PTX), on linux-aarch64
+    *sass, newest = NVCC_ARCHITECTURES["12.9"]
+    longest = ", ".join([*(f"{a}-real" for a in sass), f'"{newest}"'])
+    config = feedstock / "config" / "feedstock.yaml"
+    text, count = re.subn(r"(?m)^(        linux-aarch64: )\[70-real.*$", rf"\1[{longest}]", config.read_text())
+    assert count == 1
+    config.write_text(text)
+    assert render(feedstock).returncode == 0
+    assert long_lines(feedstock) == []
+    evaluated = evaluated_architectures(feedstock)
+    assert evaluated == listed_architectures(feedstock)
+    assert ort_cuda_architectures((*(f"{a}-real" for a in sass), str(newest))) in evaluated.values()
+
+
+def test_a_list_that_two_cuda_versions_share_is_chosen_in_each_of_their_jobs(feedstock: Path) -> None:
+    # CUDA 12.9 everywhere takes the list CUDA 13.0 has on linux-64 and win-64, but not on linux-aarch64
+    config = feedstock / "config" / "feedstock.yaml"
+    text = config.read_text()
+    shared = re.search(r"(?m)^        linux-64: (\[75-real.*)$", text).group(1)
+    text, count = re.subn(r"(?m)^(        (linux-64|linux-aarch64|win-64): )\[70-real.*$", rf"\g<1>{shared}", text)
+    assert count == 3
+    config.write_text(text)
+    assert render(feedstock).returncode == 0
+    assert "    or (" in (feedstock / RECIPE).read_text()
+    evaluated = evaluated_architectures(feedstock)
+    assert evaluated == listed_architectures(feedstock)
+    assert len(set(evaluated.values())) == 2

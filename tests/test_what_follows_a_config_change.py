@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import CONFIG, REPO
 from support.smithy import Smithy
-from support.yaml_files import read_yaml
 from test_conda_smithy import _clean_copy, _git
 
 # One representative change per key: (the config's text, what it becomes).
@@ -71,7 +70,8 @@ def config_keys() -> set[str]:
         return set().union(*(walk(inner, (*path, PLACEHOLDERS.get(parent, str(name))))
                              for name, inner in value.items()))
 
-    keys = walk(read_yaml(REPO / "config" / "feedstock.yaml"), ())
+    # the keys the config gives: a value left at its default is not in the file
+    keys = walk(CONFIG.model_dump(by_alias=True, exclude_defaults=True), ())
     plugin_only = {f"outputs.<output>.{key}" for key in PLUGIN_ONLY}
     return keys - plugin_only | {f"outputs.plugin.{key}" for key in PLUGIN_ONLY}
 

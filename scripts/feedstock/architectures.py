@@ -1,4 +1,4 @@
-"""Where the plugin's GPU architecture list is decided, for every CUDA version the recipe builds.
+"""Where the plugin's CUDA architecture list is decided, for every CUDA version the recipe builds.
 
 The rule: a CUDA version that `cuda.versions` in the config lists gets the config's list, checked
 against what that version's nvcc accepts. A newer release of a listed major (a CUDA migration the
@@ -43,6 +43,15 @@ def number(architecture: str) -> int:
     return int(re.match(r"\d+", architecture).group())
 
 
+def ort_cuda_architectures(archs: tuple[str, ...]) -> str:
+    """The config's list as ORT's CMAKE_CUDA_ARCHITECTURES: a bare entry means SASS and PTX.
+
+    ORT (cmake/external/cuda_configuration.cmake, setup_cuda_architectures) compiles a bare `NNN` like
+    `NNN-real`, as SASS only; PTX is embedded only for an `NNN-virtual`, so a bare entry gets both.
+    """
+    return ";".join(f"{a}-real;{a}-virtual" if a.isdigit() else a for a in archs)
+
+
 def problems(version: str, platform: str, architectures: tuple[str, ...]) -> list[tuple[int, str]]:
     """(index, problem) for each entry CUDA `version`'s nvcc cannot build for, or no `platform` GPU has."""
     accepted = NVCC_ARCHITECTURES[version]
@@ -69,7 +78,7 @@ class CudaLists:
 
 def _derived(listed: tuple[str, ...], version: str) -> tuple[str, ...]:
     kept = [a for a in listed if number(a) in NVCC_ARCHITECTURES[version]]
-    # a bare entry is SASS and PTX (rendering.ort_cuda_architectures): the newest kept one carries PTX
+    # a bare entry is SASS and PTX (ort_cuda_architectures): the newest kept one carries PTX
     return (*kept[:-1], str(number(kept[-1]))) if kept else ()
 
 

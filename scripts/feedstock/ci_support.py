@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from .errors import InputError
-from .reader import Node, load_yaml
+from .reader import validated
 
 CI_SUPPORT = ".ci_support"
 MIGRATIONS = f"{CI_SUPPORT}/migrations"
@@ -29,12 +31,19 @@ class CiJob:
     pythons: tuple[str, ...]  # every Python the file lists, as python_label() names it
 
 
-def _single(entries: dict[str, Node], key: str) -> str:
-    values = entries[key].items()
+def _single(values: list[str]) -> str:
     if len(values) != 1:
-        # a Node without a problem list raises on its first report
-        entries[key].report(f"a job's file holds one value here, not {len(values)}")
-    return values[0].text()
+        raise ValueError(f"a job's file holds one value here, not {len(values)}")
+    return values[0]
+
+
+class _JobFile(BaseModel):
+    """The keys of a job's file the matrix reads; conda-smithy writes many more."""
+
+    model_config = ConfigDict(strict=True, frozen=True)
+    target_platform: Annotated[list[str], AfterValidator(_single)]
+    cuda_compiler_version: Annotated[list[str], AfterValidator(_single)] = NO_CUDA
+    python: list[str] = []
 
 
 def python_label(spec: str) -> str:
@@ -50,13 +59,9 @@ def load_jobs(root: Path) -> list[CiJob]:
         raise InputError(CI_SUPPORT, "(folder)", "holds no job files; run conda-smithy rerender")
     jobs = []
     for path in paths:
-        shown = f"{CI_SUPPORT}/{path.name}"
-        top = Node(load_yaml(path, shown), shown, "")
-        keys = set(top.value) if isinstance(top.value, dict) else set()
-        entries = top.mapping(keys | {"target_platform"}, optional=keys - {"target_platform"})
-        cuda = _single(entries, "cuda_compiler_version") if "cuda_compiler_version" in entries else NO_CUDA
-        pythons = tuple(python_label(v.text()) for v in entries["python"].items()) if "python" in entries else ()
-        jobs.append(CiJob(path.stem, _single(entries, "target_platform"), None if cuda == NO_CUDA else cuda, pythons))
+        job = validated(_JobFile, path, f"{CI_SUPPORT}/{path.name}")
+        cuda = None if job.cuda_compiler_version == NO_CUDA else job.cuda_compiler_version
+        jobs.append(CiJob(path.stem, job.target_platform, cuda, tuple(map(python_label, job.python))))
     return jobs
 
 

@@ -1,25 +1,18 @@
-"""Typed access to parsed YAML that reports every problem as `file: dotted.key: problem`.
-
-A file is read in one pass that notes every problem instead of stopping at the first, so that one
-run names them all: an accessor whose value is wrong records why and answers None, and the values
-inside a wrong one answer None without a word, because their parent's problem covers them. A node
-made without a list to note problems in raises at the first one instead.
-"""
+"""Read the generator's YAML inputs, refusing a key given twice, and tell what is wrong with them, one
+problem a line: `file: dotted.key: problem`."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Set
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import yaml
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .errors import InputError, Problem
-
-# The value of a node whose problem has already been noted.
-_UNREADABLE = object()
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
@@ -28,9 +21,9 @@ def version_tuple(text: str) -> tuple[int, ...]:
 
 
 def child_key(parent: str, name: str | int) -> str:
-    part = str(name)
-    if isinstance(name, str) and re.search(r"[.\s]", name):
-        part = f'"{name}"'
+    if isinstance(name, int):
+        return f"{parent}[{name}]"
+    part = f'"{name}"' if re.search(r"[.\s]", name) else name
     return f"{parent}.{part}" if parent else part
 
 
@@ -41,7 +34,7 @@ def _duplicate_keys(node: yaml.Node, key: str, shown_as: str, seen: set[int]) ->
     if isinstance(node, yaml.MappingNode):
         first_line: dict[str, int] = {}
         for name_node, value_node in node.value:
-            if not isinstance(name_node, yaml.ScalarNode):  # not a name: Node.mapping refuses it
+            if not isinstance(name_node, yaml.ScalarNode):  # not a name: the model refuses it
                 continue
             name, line = name_node.value, name_node.start_mark.line + 1
             if name in first_line:
@@ -52,23 +45,17 @@ def _duplicate_keys(node: yaml.Node, key: str, shown_as: str, seen: set[int]) ->
             yield from _duplicate_keys(value_node, child_key(key, name), shown_as, seen)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            yield from _duplicate_keys(item, f"{key}[{index}]", shown_as, seen)
+            yield from _duplicate_keys(item, child_key(key, index), shown_as, seen)
 
 
-def parse_yaml(text: str, shown_as: str, problems: list[Problem] | None = None) -> Any:
-    """What PyYAML's safe loader reads, except that a key given twice in one mapping is an error.
-
-    The duplicates go to `problems` when it is given, so that the rest of the file is still checked.
-    """
+def read_yaml(text: str, shown_as: str) -> tuple[Any, list[Problem]]:
+    """What PyYAML's safe loader reads, and a problem for each key given twice in one mapping."""
     loader = yaml.SafeLoader(text)
     try:
         document = loader.get_single_node()
-        duplicates = [] if document is None else list(_duplicate_keys(document, "", shown_as, set()))
-        if duplicates:
-            if problems is None:
-                raise InputError.of(duplicates)
-            problems.extend(duplicates)
-        return None if document is None else loader.construct_document(document)
+        if document is None:
+            return None, []
+        return loader.construct_document(document), list(_duplicate_keys(document, "", shown_as, set()))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "(file)"
@@ -77,9 +64,16 @@ def parse_yaml(text: str, shown_as: str, problems: list[Problem] | None = None) 
         loader.dispose()
 
 
-def load_yaml(path: Path, shown_as: str, problems: list[Problem] | None = None) -> Any:
+def parse_yaml(text: str, shown_as: str) -> Any:
+    data, duplicates = read_yaml(text, shown_as)
+    if duplicates:
+        raise InputError.of(duplicates)
+    return data
+
+
+def read_text(path: Path, shown_as: str) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(shown_as, "(file)", "not found") from None
     except UnicodeDecodeError as exc:
@@ -87,134 +81,42 @@ def load_yaml(path: Path, shown_as: str, problems: list[Problem] | None = None) 
         raise InputError(shown_as, f"line {line}", f"not UTF-8 (byte 0x{exc.object[exc.start]:02x})") from None
     except OSError as exc:
         raise InputError(shown_as, "(file)", f"cannot be read ({exc.strerror})") from None
-    return parse_yaml(text, shown_as, problems)
 
 
-@dataclass(frozen=True)
-class Node:
-    """A value inside an input file together with where it was found."""
-
-    value: Any
-    file: str
-    key: str
-    problems: list[Problem] | None = field(default=None, compare=False)
-
-    @property
-    def readable(self) -> bool:
-        return self.value is not _UNREADABLE
-
-    def report(self, problem: str) -> None:
-        found = Problem(self.file, self.key or "(top level)", problem)
-        if self.problems is None:
-            raise InputError(found.path, found.key, found.problem)
-        self.problems.append(found)
-
-    def _child(self, name: str | int, value: Any) -> Node:
-        key = f"{self.key}[{name}]" if isinstance(name, int) else child_key(self.key, name)
-        return Node(value, self.file, key, self.problems)
-
-    def _unreadable(self, name: str) -> Node:
-        return self._child(name, _UNREADABLE)
-
-    def mapping(self, allowed: Set[str], optional: Set[str] = frozenset()) -> dict[str, Node]:
-        """The mapping's entries; every allowed key is required unless it is `optional`.
-
-        Every required key is in the answer, unreadable when it is missing or the mapping is wrong.
-        """
-        if not self.readable:
-            return {name: self._unreadable(name) for name in sorted(allowed)}
-        if not isinstance(self.value, dict):
-            self.report(f"expected a mapping, got {type_name(self.value)}")
-            return {name: self._unreadable(name) for name in sorted(allowed)}
-        fields: dict[str, Node] = {}
-        for name, value in self.value.items():
-            if not isinstance(name, str):
-                self.report(f"keys must be strings, got {name!r}")
-            elif name not in allowed:
-                self._child(name, value).report(f"unknown key (allowed: {', '.join(sorted(allowed))})")
-            else:
-                fields[name] = self._child(name, value)
-        for name in sorted(set(allowed) - set(optional) - set(fields)):
-            if name not in self.value:
-                self._child(name, None).report("required key is missing")
-            fields[name] = self._unreadable(name)
-        return fields
-
-    def child(self, name: str) -> Node:
-        """One required key of a mapping whose other keys this reader does not look at."""
-        if not self.readable:
-            return self._unreadable(name)
-        if not isinstance(self.value, dict):
-            self.report(f"expected a mapping, got {type_name(self.value)}")
-            return self._unreadable(name)
-        if name not in self.value:
-            self._child(name, None).report("required key is missing")
-            return self._unreadable(name)
-        return self._child(name, self.value[name])
-
-    def entries(self) -> dict[str, Node]:
-        """A mapping whose keys are data (platform names, versions), not a fixed vocabulary."""
-        if not self.readable:
-            return {}
-        if not isinstance(self.value, dict) or not self.value:
-            self.report(f"expected a non-empty mapping, got {type_name(self.value)}")
-            return {}
-        entries = {}
-        for name, value in self.value.items():
-            if isinstance(name, str):
-                entries[name] = self._child(name, value)
-            else:
-                self.report(f"keys must be quoted strings, got {name!r} ({type_name(name)})")
-        return entries
-
-    def items(self, *, allow_empty: bool = False) -> list[Node]:
-        if not self.readable:
-            return []
-        if not isinstance(self.value, list):
-            self.report(f"expected a list, got {type_name(self.value)}")
-            return []
-        if not self.value and not allow_empty:
-            self.report("must not be empty")
-        return [self._child(index, value) for index, value in enumerate(self.value)]
-
-    def text(self, pattern: str | None = None, what: str | None = None) -> str | None:
-        if not self.readable:
-            return None
-        if not isinstance(self.value, str):
-            self.report(f"expected a quoted string, got {type_name(self.value)} {self.value!r}")
-            return None
-        if pattern is not None and not re.fullmatch(pattern, self.value):
-            self.report(f"{self.value!r} is not {what or 'of the form ' + pattern}")
-            return None
-        return self.value
-
-    def integer(self, minimum: int, maximum: int) -> int | None:
-        if not self.readable:
-            return None
-        if not isinstance(self.value, int) or isinstance(self.value, bool):
-            self.report(f"expected a whole number, got {type_name(self.value)} {self.value!r}")
-            return None
-        if not minimum <= self.value <= maximum:
-            self.report(f"{self.value} is outside {minimum}..{maximum}")
-            return None
-        return self.value
-
-    def flag(self) -> bool | None:
-        if not self.readable:
-            return None
-        if not isinstance(self.value, bool):
-            self.report(f"expected true or false, got {type_name(self.value)} {self.value!r}")
-            return None
-        return self.value
-
-    def choice(self, options: tuple[str, ...]) -> str | None:
-        value = self.text()
-        if value is not None and value not in options:
-            self.report(f"{value!r} is not one of {', '.join(options)}")
-            return None
-        return value
+def load_yaml(path: Path, shown_as: str) -> Any:
+    return parse_yaml(read_text(path, shown_as), shown_as)
 
 
-def type_name(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", int: "a number", float: "a decimal number",
-            bool: "a boolean", type(None): "nothing"}.get(type(value), type(value).__name__)
+# pydantic's words for a key of a mapping that the model has no field for, or lacks
+IN_OUR_WORDS = {"extra_forbidden": "unknown key", "missing": "required key is missing"}
+
+
+def fail(*problems: tuple[tuple[str | int, ...], str]) -> None:
+    """Raise, from inside a validator, each (location below the value validated, problem) there is: pydantic
+    adds them to the file's other problems, each at its own key."""
+    if problems:
+        raise pydantic.ValidationError.from_exception_data("feedstock", [
+            InitErrorDetails(type=PydanticCustomError("feedstock", "{problem}", {"problem": problem}), loc=loc,
+                             input=None) for loc, problem in problems])
+
+
+def validated(model: type[pydantic.BaseModel], path: Path, shown_as: str, context: dict | None = None) -> Any:
+    """The file read into `model`, or an InputError with every problem of it, one per line."""
+    data, problems = read_yaml(read_text(path, shown_as), shown_as)
+    try:
+        model_of_file = model.model_validate(data, context=context)
+    except pydantic.ValidationError as exc:
+        for error in exc.errors(include_url=False):
+            key = ""
+            for name in error["loc"]:
+                key = key if name == "[key]" else child_key(key, name)
+            message = str(error["ctx"]["error"]) if error["type"] == "value_error" else \
+                IN_OUR_WORDS.get(error["type"], error["msg"])
+            if error["type"].endswith("_type") or error["type"] == "literal_error":
+                message += f", got {error['input']!r}"
+            if error["loc"][-1:] == ("[key]",):
+                message = f"as a key: {message}"
+            problems.append(Problem(shown_as, key or "(top level)", message))
+    if problems:
+        raise InputError.of(problems)
+    return model_of_file

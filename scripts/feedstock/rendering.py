@@ -9,6 +9,7 @@ from pathlib import Path
 import jinja2
 
 from . import hand_edits
+from .architectures import ort_cuda_architectures
 from .ci_support import CiJob
 from .errors import InputError
 from .inputs import OUTPUT_KEYS, RECIPE, BotFields, Config
@@ -75,18 +76,21 @@ def output_license(config: Config, output: str) -> tuple[str, list[tuple[str | N
     return expression, files
 
 
-def ort_cuda_architectures(archs: tuple[str, ...]) -> str:
-    """The config's list as ORT's CMAKE_CUDA_ARCHITECTURES: a bare entry means SASS and PTX.
-
-    ORT (cmake/external/cuda_configuration.cmake, setup_cuda_architectures) compiles a bare `NNN` like
-    `NNN-real`, as SASS only; PTX is embedded only for an `NNN-virtual`, so a bare entry gets both.
-    """
-    return ";".join(f"{a}-real;{a}-virtual" if a.isdigit() else a for a in archs)
+def _quoted_lines(text: str, separator: str, width: int = 100) -> list[str]:
+    """`text` as a string expression cut after a separator into lines of at most `width` characters."""
+    lines = [""]
+    for part in text.split(separator):
+        if lines[-1] and len(lines[-1]) + len(part) + len('"" ~') > width:
+            lines.append("")
+        lines[-1] += part + separator
+    lines[-1] = lines[-1].removesuffix(separator)
+    return [f'"{line}" ~' for line in lines[:-1]] + [f'"{lines[-1]}"']
 
 
 def cuda_architectures_expression(config: Config) -> str:
-    """A rattler-build expression choosing the architecture list by CUDA version and platform."""
-    all_cuda = [p.name for p in config.cuda_platforms]
+    """A rattler-build expression choosing the architecture list by CUDA version and platform, one
+    list and each of its conditions on a line of its own."""
+    all_cuda = list(config.cuda_platforms)
     where: dict[tuple[str, ...], dict[tuple[str, ...], list[str]]] = {}
     for version, lists in config.cuda_lists.by_version.items():
         by_list: dict[tuple[str, ...], list[str]] = {}
@@ -94,17 +98,22 @@ def cuda_architectures_expression(config: Config) -> str:
             by_list.setdefault(lists[platform], []).append(platform)
         for archs, platforms in by_list.items():
             where.setdefault(archs, {}).setdefault(tuple(platforms), []).append(version)
-    branches = []
+    lines = ["${{"]
     for archs, versions_by_platforms in where.items():
+        lines += [f"  {line}" for line in _quoted_lines(ort_cuda_architectures(archs), ";")]
         conditions = []
         for platforms, versions in versions_by_platforms.items():
-            condition = _one_of("cuda_compiler_version", versions)
+            condition = [_one_of("cuda_compiler_version", versions)]
             if len(platforms) < len(all_cuda):
-                condition += " and " + _one_of("target_platform", list(platforms))
+                condition.append("and " + _one_of("target_platform", list(platforms)))
             conditions.append(condition)
-        joined = conditions[0] if len(conditions) == 1 else " or ".join(f"({c})" for c in conditions)
-        branches.append(f'"{ort_cuda_architectures(archs)}" if {joined}')
-    return " else ".join(branches) + ' else ""'
+        for index, condition in enumerate(conditions):
+            if len(conditions) > 1:
+                condition = [f"({condition[0]}", *condition[1:]]
+                condition[-1] += ")"
+            lines += [f"    {'or' if index else 'if'} {condition[0]}", *(f"    {part}" for part in condition[1:])]
+        lines[-1] += " else"
+    return "\n".join([*lines, '  ""', "}}"])
 
 
 def plugin_skip(config: Config) -> str:
@@ -115,14 +124,14 @@ def plugin_skip(config: Config) -> str:
 
 def platform_skip(config: Config) -> str:
     """Skip every platform the config does not list, so that conda-smithy writes no job for it."""
-    return "target_platform not in [" + ", ".join(f'"{p.name}"' for p in config.platforms) + "]"
+    return "target_platform not in [" + ", ".join(f'"{name}"' for name in config.platforms) + "]"
 
 
 def python_skips(config: Config) -> list[str]:
     """The version specs of the Pythons outside the config's range, for `match(python, ...)`."""
-    specs = [f"<{config.python_minimum}"]
-    if config.python_maximum:
-        major, minor = version_tuple(config.python_maximum)
+    specs = [f"<{config.python.minimum}"]
+    if config.python.maximum:
+        major, minor = version_tuple(config.python.maximum)
         specs.append(f">={major}.{minor + 1}")
     return specs
 
@@ -131,15 +140,15 @@ def python_is_built(config: Config, python: str) -> bool:
     """What the recipe's python_skips leave: `3.12` (or free-threaded `3.14t`) is built when it lies in the
     config's range."""
     version = version_tuple(python.removesuffix("t"))
-    below = version < version_tuple(config.python_minimum)
-    above = config.python_maximum is not None and version > version_tuple(config.python_maximum)
+    below = version < version_tuple(config.python.minimum)
+    above = config.python.maximum is not None and version > version_tuple(config.python.maximum)
     return not below and not above
 
 
 def outputs_built(config: Config, job: CiJob) -> tuple[str, ...]:
     """The recipe's skip rules: the plugin only for a CUDA version with an architecture list, the CPU outputs
     only without CUDA, nothing on a platform the config does not list."""
-    if job.platform not in {p.name for p in config.platforms}:
+    if job.platform not in config.platforms:
         return ()
     if job.cuda_version is None:
         return ("cpp", "python")
@@ -147,47 +156,48 @@ def outputs_built(config: Config, job: CiJob) -> tuple[str, ...]:
 
 
 def plugin_manifest(config: Config, family: str) -> str:
-    library = config.plugin.library_unix if family == "unix" else config.plugin.library_win
+    plugin = config.outputs.plugin
     manifest = {
         "manifest_version": MANIFEST_VERSION,
-        "package": config.plugin.name,
-        "registration_name": config.plugin.ep_name,
-        "ep_names": [config.plugin.ep_name],
-        "library": library,
+        "package": plugin.name,
+        "registration_name": plugin.ep_name,
+        "ep_names": [plugin.ep_name],
+        "library": plugin.library.unix if family == "unix" else plugin.library.win,
     }
     return json.dumps(manifest, indent=2) + "\n"
 
 
 def manifest_path(config: Config, family: str) -> str:
-    return f"{MANIFEST_DIR[family]}/{config.plugin.name}.json"
+    return f"{MANIFEST_DIR[family]}/{config.outputs.plugin.name}.json"
 
 
 def render_recipe(config: Config, bot: BotFields) -> str:
-    outputs = {"plugin": config.plugin, "cpp": config.cpp, "python": config.python_package}
-    described = {}
+    # each output as the template lays it out: the config's fields and the licence derived from what it links
+    recipe_outputs = {}
     for key in OUTPUT_KEYS:
         expression, files = output_license(config, key)
-        described[key] = {**vars(outputs[key]), "license": expression, "license_files": files}
-    described["plugin"]["manifest_unix"] = manifest_path(config, "unix")
-    described["plugin"]["manifest_win"] = manifest_path(config, "win")
+        recipe_outputs[key] = {**getattr(config.outputs, key).model_dump(), "license": expression,
+                               "license_files": files}
+    recipe_outputs["plugin"]["manifest_unix"] = manifest_path(config, "unix")
+    recipe_outputs["plugin"]["manifest_win"] = manifest_path(config, "win")
     top_expression = spdx_expression([part for key in OUTPUT_KEYS
-                                      for part in described[key]["license"].split(" AND ")])
+                                      for part in recipe_outputs[key]["license"].split(" AND ")])
     return _environment().get_template(Path(TEMPLATE).name).render(
         command=COMMAND,
         config=config,
         bot=bot,
-        source_url=config.source_url.replace("{version}", "${{ version }}"),
+        source_url=config.source.url.replace("{version}", "${{ version }}"),
         cuda_architectures_expr=cuda_architectures_expression(config),
         cpu_tag=CPU_TAG,
         platform_skip=platform_skip(config),
         plugin_skip=plugin_skip(config),
         python_skips=python_skips(config),
-        plugin=described["plugin"],
-        cpp=described["cpp"],
-        python_package=described["python"],
+        plugin=recipe_outputs["plugin"],
+        cpp=recipe_outputs["cpp"],
+        python_package=recipe_outputs["python"],
         load_test_cores=[
-            {"spec": f"{config.python_package.name} =={config.min_core_version}", "why": "the oldest supported core"},
-            {"spec": config.python_package.name, "why": "the newest core the solver finds"},
+            {"spec": f"{config.outputs.python.name} =={config.min_core_version}", "why": "the oldest supported core"},
+            {"spec": config.outputs.python.name, "why": "the newest core the solver finds"},
         ],
         top_license=top_expression,
         top_license_files=[(None, f) for f in config.license.files],
@@ -203,7 +213,7 @@ def render_matrix_table(config: Config, jobs: list[CiJob]) -> str:
     number, which the autotick bot changes without running a render."""
     rows = ["| `.ci_support` config | builds | CUDA | GPU architectures (SASS; PTX for the last) | Python |",
             "|---|---|---|---|---|"]
-    names = {"plugin": config.plugin.name, "cpp": config.cpp.name, "python": config.python_package.name}
+    names = {key: getattr(config.outputs, key).name for key in OUTPUT_KEYS}
     built = {job.name: outputs_built(config, job) for job in jobs}
     pythons = {job.name: [p for p in job.pythons if python_is_built(config, p)] if "python" in built[job.name]
                else [] for job in jobs}
@@ -245,7 +255,7 @@ def splice_readme(current: str, table: str) -> str:
 
 def render_all(config: Config, bot: BotFields, jobs: list[CiJob], readme: str) -> list[GeneratedFile]:
     others = {VARIANTS: render_variants(config)}
-    others |= {f"recipe/ep-plugins/{family}/{config.plugin.name}.json": plugin_manifest(config, family)
+    others |= {f"recipe/ep-plugins/{family}/{config.outputs.plugin.name}.json": plugin_manifest(config, family)
                for family in ("unix", "win")}
     others[HELPER_MANIFEST] = plugin_manifest(config, "unix")
     files = [GeneratedFile(RECIPE, hand_edits.stamp(render_recipe(config, bot), others))]

@@ -114,7 +114,7 @@ class RecipeSource(NamedTuple):
 def recipe_source(feedstock: Path) -> RecipeSource:
     """The version, source URL and sha256 of the feedstock's committed recipe."""
     config, bot = load(feedstock)
-    return RecipeSource(bot.version, config.source_url.replace("{version}", bot.version), bot.sha256)
+    return RecipeSource(bot.version, config.source.url.replace("{version}", bot.version), bot.sha256)
 
 
 def locate(feedstock: Path, cache: Path, dependencies: Sequence[str] = (),

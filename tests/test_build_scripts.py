@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FLOOR_CORE_VERSION, REPO
+from cores import NEWEST_CORE
 from feedstock.reader import parse_yaml
 from support.pyenvs import python_env, run
 from support.recipe_checks import Feedstock
@@ -52,7 +53,6 @@ STANDARD_CMAKE_VARIABLES = {
 CMAKE_DEFINE = re.compile(r"-D([A-Za-z_][A-Za-z0-9_]*)(?::[A-Z]+)?=")
 # A CMake variable about CUDA, nvcc, or one of the plugin build's CUDA settings.
 CUDA_IN_CODE = re.compile(r"-D\w*cuda|nvcc|\$\{?cuda_|%cuda_", re.IGNORECASE)
-MIN_CORE_VERSION = FLOOR_CORE_VERSION
 PLUGIN_TARGET = "onnxruntime_providers_cuda_plugin"
 PLUGIN_PACKAGE = parse_yaml((RECIPE.parent / "config" / "feedstock.yaml").read_text(), "config/feedstock.yaml")["outputs"]["plugin"]["name"]
 # The test that loads the core as onnxruntime.dll (cmake/onnxruntime_unittests.cmake, Windows only)
@@ -73,9 +73,7 @@ PLUGIN_VERSION = "0.7.1"
 
 # The recipe's CPU test script needs these next to a core; the cores bracket what the plugin supports.
 PYTHON_TEST_REQUIREMENTS = ["onnx==1.23.2", "numpy"]
-FLOOR_CORE = f"onnxruntime=={FLOOR_CORE_VERSION}"
-# The newest release on PyPI when this was written; bump on purpose.
-NEWEST_CORE = "onnxruntime==1.32.0"
+CORES = {"floor": FLOOR_CORE_VERSION, "newest": NEWEST_CORE}
 
 # A stand-in for cmake, ctest, python and nvidia-smi: appends one JSON line per call to $FAKE_TOOL_LOG
 # and answers the few questions the scripts ask (`python -c ...`, `nvidia-smi -L`). The python
@@ -181,7 +179,7 @@ def source_tree(tmp_path: Path) -> Path:
     header in the source tree's include layout."""
     source = tmp_path / "src"
     (source / "plugin-ep-cuda").mkdir(parents=True)
-    (source / "plugin-ep-cuda" / "MIN_ONNXRUNTIME_VERSION").write_text(f"{MIN_CORE_VERSION}\n")
+    (source / "plugin-ep-cuda" / "MIN_ONNXRUNTIME_VERSION").write_text(f"{FLOOR_CORE_VERSION}\n")
     (source / "plugin-ep-cuda" / "VERSION_NUMBER").write_text(f"{PLUGIN_VERSION}\n")
     (source / "include" / "onnxruntime" / "core" / "session").mkdir(parents=True)
     (source / "include" / "onnxruntime" / "core" / "session" / "onnxruntime_cxx_api.h").write_text("// C++ API\n")
@@ -193,7 +191,7 @@ def plugin_build_env(tools: FakeTools, source: Path, prefix: Path, **overrides: 
         "SRC_DIR": str(source), "RECIPE_DIR": str(RECIPE), "PREFIX": str(prefix),
         "BUILD_PREFIX": "/build-prefix", "PKG_VERSION": "1.30.0", "target_platform": "linux-64",
         "CMAKE_ARGS": "-DCMAKE_INSTALL_PREFIX=/prefix -DCMAKE_INSTALL_LIBDIR=lib",
-        "ORT_MIN_CORE_VERSION": MIN_CORE_VERSION, "CUDA_ARCHITECTURES": "75-real;80-real;121",
+        "ORT_MIN_CORE_VERSION": FLOOR_CORE_VERSION, "CUDA_ARCHITECTURES": "75-real;80-real;121",
         "NVCC_THREADS": "2", "NVCC_GB_PER_THREAD": "1", "CUDA_BUILD_JOBS": "8",
         "PLUGIN_MANIFEST": PLUGIN_SCRIPT_ENV["PLUGIN_MANIFEST"], "PLUGIN_INSTALL_PATH": plugin_install_path("unix"),
         **overrides,
@@ -246,7 +244,7 @@ def _floor_file_says(version: str):
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    (_floor_file_says("1.26.0"), f"says '1.26.0' but the recipe's min_core_version is '{MIN_CORE_VERSION}'"),
+    (_floor_file_says("1.26.0"), f"says '1.26.0' but the recipe's min_core_version is '{FLOOR_CORE_VERSION}'"),
     (lambda path: path.unlink(), "plugin-ep-cuda/MIN_ONNXRUNTIME_VERSION is missing"),
 ], ids=["disagrees", "missing"])
 def test_plugin_build_stops_before_configuring_unless_upstream_floor_agrees(tmp_path, source_tree, change, message):
@@ -290,7 +288,7 @@ def test_plugin_build_passes_a_valid_architecture_list_to_cmake(tmp_path, source
 
 
 def test_plugin_build_accepts_a_floor_file_with_surrounding_whitespace(tmp_path, source_tree):
-    (source_tree / "plugin-ep-cuda" / "MIN_ONNXRUNTIME_VERSION").write_text(f"  {MIN_CORE_VERSION} \r\n")
+    (source_tree / "plugin-ep-cuda" / "MIN_ONNXRUNTIME_VERSION").write_text(f"  {FLOOR_CORE_VERSION} \r\n")
     leave_plugin_library(source_tree)
     tools = FakeTools(tmp_path, "cmake")
 
@@ -693,9 +691,9 @@ def test_load_test_fails_clearly_without_driver_or_stub(tmp_path):
 
 
 @pytest.mark.network
-@pytest.mark.parametrize("core", [FLOOR_CORE, NEWEST_CORE])
+@pytest.mark.parametrize("core", CORES.values(), ids=CORES.keys())
 def test_python_cpu_test_passes_against_a_pypi_core(core):
-    python = python_env(f"python-cpu-{core.split('==')[1]}", [core, *PYTHON_TEST_REQUIREMENTS])
+    python = python_env(f"python-cpu-{core}", [f"onnxruntime=={core}", *PYTHON_TEST_REQUIREMENTS])
 
     result = run(python, str(RECIPE / "test_python_cpu.py"), "linux-64")
 
@@ -706,7 +704,7 @@ def test_python_cpu_test_passes_against_a_pypi_core(core):
 @pytest.mark.network
 def test_python_cpu_test_requires_coreml_when_told_it_checks_osx_arm64():
     """PyPI's linux wheel has no CoreML EP, which the recipe builds into the osx-arm64 package."""
-    python = python_env(f"python-cpu-{NEWEST_CORE.split('==')[1]}", [NEWEST_CORE, *PYTHON_TEST_REQUIREMENTS])
+    python = python_env(f"python-cpu-{NEWEST_CORE}", [f"onnxruntime=={NEWEST_CORE}", *PYTHON_TEST_REQUIREMENTS])
 
     result = run(python, str(RECIPE / "test_python_cpu.py"), "osx-arm64")
 
@@ -730,7 +728,7 @@ sys.meta_path.insert(0, WarnAtOnnxruntimeImport())
 
 @pytest.mark.network
 def test_python_cpu_test_fails_when_import_onnxruntime_warns(tmp_path):
-    python = python_env(f"python-cpu-{NEWEST_CORE.split('==')[1]}", [NEWEST_CORE, *PYTHON_TEST_REQUIREMENTS])
+    python = python_env(f"python-cpu-{NEWEST_CORE}", [f"onnxruntime=={NEWEST_CORE}", *PYTHON_TEST_REQUIREMENTS])
     (tmp_path / "sitecustomize.py").write_text(WARN_AT_ONNXRUNTIME_IMPORT)
 
     result = run(python, str(RECIPE / "test_python_cpu.py"), env={"PYTHONPATH": str(tmp_path)})

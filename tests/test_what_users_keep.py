@@ -51,7 +51,9 @@ def specs_by_name(specs: list[str]) -> dict[str, SpecifierSet]:
 
 
 def script_lines(tests: list) -> list[str]:
-    return [line for test in tests if "script" in test for line in test["script"]]
+    # rattler-build renders a one-line script as a string
+    scripts = [test["script"] for test in tests if "script" in test]
+    return [line for script in scripts for line in ([script] if isinstance(script, str) else script)]
 
 
 # rattler-build fills a test script's ${{ }} expressions in when the test runs, with the variant's variables

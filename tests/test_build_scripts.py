@@ -1,8 +1,9 @@
 """The recipe's build and test scripts.
 
-Static checks (shellcheck, which CMake variables they set, no CUDA in the CPU builds), the build
-scripts run by bash with stand-ins for cmake, ctest, python and nvidia-smi that record how they were
-called, and the CPU test scripts run for real against ONNX Runtime from PyPI.
+The unix build scripts run by bash with stand-ins for cmake, ctest, python and nvidia-smi that record
+how they were called (support/fake_tools.py), for each platform they build; shellcheck; the Windows
+scripts, which nothing here can run, read for what they must and must not do; and the CPU test scripts
+run for real against ONNX Runtime from PyPI.
 """
 
 from __future__ import annotations
@@ -88,11 +89,9 @@ CORES = {"floor": FLOOR_CORE_VERSION, "newest": NEWEST_CORE}
 
 
 def code_text(script: Path) -> str:
-    """The script without its comments."""
+    """A Windows script without its comments."""
     lines = script.read_text().splitlines()
-    if script.suffix == ".bat":
-        return "\n".join(line for line in lines if not re.match(r"\s*(@?rem\b|::)", line, re.IGNORECASE))
-    return "\n".join(re.sub(r"(^|\s)#.*$", "", line) for line in lines)
+    return "\n".join(line for line in lines if not re.match(r"\s*(@?rem\b|::)", line, re.IGNORECASE))
 
 
 def onnxruntime_cmake_names(shared: Path) -> set[str]:
@@ -953,6 +952,7 @@ def test_plugin_runs_no_more_nvcc_threads_at_once_than_a_16_core_63_gb_runner_he
 
 
 def test_windows_plugin_build_sizes_its_jobs_by_free_memory_like_the_unix_one():
+    """The unix script's sizing is run (test_plugin_build_runs_no_more_compiles_than_the_runner_holds)."""
     code = code_text(RECIPE / "build_ep_cuda.bat")
 
     assert re.search(r'set /a "GB_PER_JOB=NVCC_THREADS \* NVCC_GB_PER_THREAD"', code)
@@ -962,9 +962,10 @@ def test_windows_plugin_build_sizes_its_jobs_by_free_memory_like_the_unix_one():
 
 
 def test_windows_plugin_build_names_the_build_environments_nvcc():
-    code = code_text(RECIPE / "build_ep_cuda.bat")
+    """The unix script's is checked where it is run (test_plugin_build_configures_the_plugin_alone)."""
+    (compiler,) = re.findall(r"-DCMAKE_CUDA_COMPILER=([^\"\s]+)", code_text(RECIPE / "build_ep_cuda.bat"))
 
-    assert '"-DCMAKE_CUDA_COMPILER=%BUILD_PREFIX:\\=/%/Library/bin/nvcc.exe"' in code
+    assert compiler.startswith("%BUILD_PREFIX") and compiler.endswith("/Library/bin/nvcc.exe"), compiler
 
 
 def static_runtime_defaults() -> dict[str, bool]:

@@ -478,6 +478,13 @@ def test_a_build_configures_in_the_folder_its_licence_files_are_listed_from(tmp_
     assert folders == {configure[configure.index("-B") + 1]}
 
 
+@pytest.mark.parametrize("script", [s for s in BATCH_BUILD_SCRIPTS if s.name.startswith("build_")],
+                         ids=lambda path: path.name)
+def test_a_windows_build_configures_in_the_folder_the_recipe_names(script: Path):
+    """What the test above runs the unix scripts for: the recipe lists the licence files from that folder."""
+    assert re.findall(r"cmake -S cmake -B (\S+)", code_text(script)) == ['"%ORT_BUILD_DIR%"']
+
+
 def test_plugin_build_fails_clearly_when_the_library_is_missing(tmp_path, source_tree):
     tools = FakeTools(tmp_path, "cmake")
 

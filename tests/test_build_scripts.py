@@ -623,12 +623,8 @@ ARM64_CPU_BUILDS = [(script, platform) for script in ("build_cpp.sh", "build_pyt
 
 
 def cpu_build_configure(tmp_path: Path, source: Path, script: str, platform: str) -> list[str]:
-    """The configure arguments of a CPU build script for a target platform, built natively."""
-    if script == "build_python.sh":
-        result, tools, _ = python_build(tmp_path, source, target_platform=platform)
-    else:
-        tools = FakeTools(tmp_path, "cmake", "ctest")
-        result = bash(RECIPE / script, cpp_build_env(tools, source, tmp_path / "prefix", target_platform=platform))
+    """The configure arguments of a CPU build script for a target platform."""
+    result, tools = run_unix_build(tmp_path, source, script, platform)
     assert result.returncode == 0, result.stderr
     return configure_args(tools)
 

@@ -8,10 +8,10 @@
 The recipe is evaluated by rattler-build's engine for the linux-64 variant in .ci_support/; its build
 and host requirements are laid out from the stand-ins in scripts/rehearsal/standins.yaml; the build
 script then runs up to its build step, where it stops and names the targets that step builds, and a
-sample of their build graph is compiled (see scripts/rehearsal/build.py). ORT's source and the archives its CMake fetches come from the mirror folder
-that ORT_SOURCE_MIRROR names, or are downloaded by the recipe's URL and sha256 and deps.txt's URLs and
-SHA1s into the cache (scripts/rehearsal/sources.py). DIR ends up with the source, the build tree and
-report.txt/report.json.
+sample of their build graph is compiled (see scripts/rehearsal/build.py). ORT's source and the archives
+its CMake fetches come from the mirror folder that ORT_SOURCE_MIRROR names, or are downloaded by the
+recipe's URL and sha256 and deps.txt's URLs and SHA1s into the cache (scripts/rehearsal/sources.py). DIR
+ends up with the source, the build tree and report.txt/report.json.
 Exit 0 when configure and every sampled compile succeeded, 1 when not, 2 on bad input or when the
 sources cannot be had.
 """

@@ -188,7 +188,8 @@ def script_env(build: Built) -> dict[str, str]:
 
 
 def plugin_script_env(platform: str, cuda: str) -> dict[str, str]:
-    (plugin,) = [b for b in plugin_builds() if b.platform == platform and f"cuda{cuda.replace('.', '')}" in b.build_string]
+    cuda_tag = f"cuda{cuda.replace('.', '')}"
+    (plugin,) = [b for b in plugin_builds() if b.platform == platform and cuda_tag in b.build_string]
     return script_env(plugin)
 
 
@@ -222,7 +223,8 @@ def test_every_cmake_define_a_build_passes_is_read_by_onnxruntime_or_standard(tm
     result, tools = run_unix_build(tmp_path, source_tree, script, platform)
 
     assert result.returncode == 0, result.stderr
-    defines = set(CMAKE_DEFINE.findall(" ".join(configure_args(tools)))) - set(CMAKE_DEFINE.findall(CONDA_FORGE_CMAKE_ARGS))
+    passed_on = set(CMAKE_DEFINE.findall(CONDA_FORGE_CMAKE_ARGS))
+    defines = set(CMAKE_DEFINE.findall(" ".join(configure_args(tools)))) - passed_on
     unknown = defines - onnxruntime_cmake_names(shared) - STANDARD_CMAKE_VARIABLES.keys()
     assert defines and not unknown, f"{script} for {platform} sets CMake variables nothing reads: {sorted(unknown)}"
 
@@ -263,8 +265,8 @@ def test_a_rehearsed_build_stops_before_building_and_names_what_its_build_step_b
     assert result.returncode == 0, result.stderr
     assert targets.read_text().split() == build_targets(built) != []
     assert [call["args"][:1] for call in rehearsed.calls("cmake")] == [["-S"]], "configure, and nothing after it"
-    same_folders = [arg.replace(str(tmp_path / "rehearsed"), str(tmp_path / "built")) for arg in configure_args(rehearsed)]
-    assert same_folders == configure_args(built)
+    in_built = [arg.replace(str(tmp_path / "rehearsed"), str(tmp_path / "built")) for arg in configure_args(rehearsed)]
+    assert in_built == configure_args(built)
 
 
 # --- the plugin build

@@ -142,7 +142,8 @@ def test_python_test_script_is_told_the_platform_it_checks(evaluated: Feedstock,
     for package in built(evaluated, PYTHON_PACKAGE):
         tools = run_script_tests(tmp_path / package.source / package.build_string, package, "python",
                                  *console_scripts(evaluated))
-        assert ["test_python_cpu.py", package.platform] in [call["args"] for call in tools.calls("python")], package.source
+        runs = [call["args"] for call in tools.calls("python")]
+        assert ["test_python_cpu.py", package.platform] in runs, package.source
 
 
 def test_cpp_package_ships_the_coreml_header_on_osx_arm64(evaluated: Feedstock) -> None:

@@ -340,8 +340,8 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
                   if re.search(r"CMake Error|fatal|error:|^ERROR", line)]
         # CMake's "CMake Error at <file>" is followed by the message itself
         errors.sort(key=lambda line: line.startswith("CMake Error"))
-        report.configure_error = errors[0] if errors else (
-            f"exit {configure.returncode}" if configure.returncode else "the script ended without stopping at its build step")
+        stopped = f"exit {configure.returncode}" if configure.returncode else "the script never reached its build step"
+        report.configure_error = errors[0] if errors else stopped
     else:
         unused = UNUSED_VARIABLES.search(text)
         report.unused_cmake_variables = unused.group(1).split() if unused else []

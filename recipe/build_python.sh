@@ -49,6 +49,7 @@ if [[ "${target_platform}" != osx-* ]]; then
     build_targets=(onnxruntime_providers_shared "${build_targets[@]}")
 fi
 stop_here_if_rehearsed "${build_targets[@]}"
+# one target at a time: given both at once, ninja would build them side by side
 for target in "${build_targets[@]}"; do
     cmake --build "${ORT_BUILD_DIR}" --target "${target}"
 done

@@ -16,7 +16,8 @@ if "%CONDA_BUILD_CROSS_COMPILATION%"=="1" set "UNIT_TESTS=OFF"
 @rem gtest_force_shared_crt: googletest defaults to the static runtime, everything else here uses the DLL one.
 @rem CMAKE_PROJECT_onnxruntime_INCLUDE: the core becomes onnxruntime_conda.dll, and the one unit test that
 @rem loads it as onnxruntime.dll is disabled (the file says why).
-cmake -S cmake -B build-cpp -G Ninja %CMAKE_ARGS% %ORT_COMMON_CMAKE_ARGS% ^
+@rem In the recipe's build folder (ORT_BUILD_DIR), where it lists the licence files of what ORT fetches.
+cmake -S cmake -B "%ORT_BUILD_DIR%" -G Ninja %CMAKE_ARGS% %ORT_COMMON_CMAKE_ARGS% ^
     -Donnxruntime_BUILD_SHARED_LIB=ON ^
     -Donnxruntime_ENABLE_PYTHON=OFF ^
     -Donnxruntime_BUILD_UNIT_TESTS=%UNIT_TESTS% ^
@@ -25,19 +26,19 @@ cmake -S cmake -B build-cpp -G Ninja %CMAKE_ARGS% %ORT_COMMON_CMAKE_ARGS% ^
 if errorlevel 1 exit 1
 
 @rem --- build
-cmake --build build-cpp
+cmake --build "%ORT_BUILD_DIR%"
 if errorlevel 1 exit 1
 
 @rem --- test
 @rem RegexFullMatch.NonUtf8Pattern writes invalid UTF-8 to stderr, which breaks rattler-build's log output
 if "%UNIT_TESTS%"=="ON" (
     set "GTEST_FILTER=-RegexFullMatch.NonUtf8Pattern"
-    ctest --test-dir build-cpp --output-on-failure
+    ctest --test-dir "%ORT_BUILD_DIR%" --output-on-failure
     if errorlevel 1 exit 1
 )
 
 @rem --- install
-cmake --install build-cpp --prefix "%LIBRARY_PREFIX%"
+cmake --install "%ORT_BUILD_DIR%" --prefix "%LIBRARY_PREFIX%"
 if errorlevel 1 exit 1
 @rem ORT installs its model-test runner whenever the unit tests are built: a test tool, not the library
 if exist "%LIBRARY_BIN%\onnx_test_runner.exe" del /q "%LIBRARY_BIN%\onnx_test_runner.exe"

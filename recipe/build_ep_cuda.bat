@@ -65,15 +65,16 @@ set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% "-DCMAKE_CUDA_COMPILER=%BUILD_PREFIX:
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% "-Donnxruntime_CUDA_HOME=%LIBRARY_PREFIX%""
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% "-Donnxruntime_CUDNN_HOME=%LIBRARY_PREFIX%""
 
-cmake -S cmake -B build-ep-cuda -G Ninja %CMAKE_ARGS% %ORT_COMMON_CMAKE_ARGS% %PLUGIN_CMAKE_ARGS%
+@rem in the recipe's build folder (ORT_BUILD_DIR), where it lists the licence files of what ORT fetches
+cmake -S cmake -B "%ORT_BUILD_DIR%" -G Ninja %CMAKE_ARGS% %ORT_COMMON_CMAKE_ARGS% %PLUGIN_CMAKE_ARGS%
 if errorlevel 1 exit 1
 
 @rem --- build
-cmake --build build-ep-cuda --target onnxruntime_providers_cuda_plugin --parallel %BUILD_JOBS%
+cmake --build "%ORT_BUILD_DIR%" --target onnxruntime_providers_cuda_plugin --parallel %BUILD_JOBS%
 if errorlevel 1 exit 1
 
 @rem --- install
-set "PLUGIN_LIBRARY=build-ep-cuda\onnxruntime_providers_cuda.dll"
+set "PLUGIN_LIBRARY=%ORT_BUILD_DIR%\onnxruntime_providers_cuda.dll"
 if not exist "%PLUGIN_LIBRARY%" (
     echo ERROR: the build left no %PLUGIN_LIBRARY%; did upstream change the plugin's OUTPUT_NAME in cmake/onnxruntime_providers_cuda_plugin.cmake? 1>&2
     exit 1

@@ -88,16 +88,19 @@ plugin_cmake_args=(
     # CUDAToolkit_ROOT; the library headers are in the host prefix
     -DCMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES="${cuda_root}/include"
 )
+# in the recipe's build folder (ORT_BUILD_DIR), where it lists the licence files of what ORT fetches
 # shellcheck disable=SC2086  # CMAKE_ARGS is conda-forge's space-separated list of toolchain flags
-cmake -S cmake -B build-ep-cuda -G Ninja ${CMAKE_ARGS} \
+cmake -S cmake -B "${ORT_BUILD_DIR}" -G Ninja ${CMAKE_ARGS} \
     "${ort_common_cmake_args[@]}" \
     "${plugin_cmake_args[@]}"
 
 # --- build
-cmake --build build-ep-cuda --target onnxruntime_providers_cuda_plugin --parallel "${build_jobs}"
+build_targets=(onnxruntime_providers_cuda_plugin)
+stop_here_if_rehearsed "${build_targets[@]}"
+cmake --build "${ORT_BUILD_DIR}" --target "${build_targets[@]}" --parallel "${build_jobs}"
 
 # --- install
-plugin_library="build-ep-cuda/libonnxruntime_providers_cuda.so"
+plugin_library="${ORT_BUILD_DIR}/libonnxruntime_providers_cuda.so"
 if [[ ! -f "${plugin_library}" ]]; then
     echo "ERROR: the build left no ${plugin_library}; did upstream change the plugin's OUTPUT_NAME" \
         "(cmake/onnxruntime_providers_cuda_plugin.cmake)?" >&2

@@ -9,7 +9,8 @@ cd /d "%SRC_DIR%" || exit 1
 call "%RECIPE_DIR%\cmake_common.bat"
 
 @rem --- configure
-cmake -S cmake -B build-python -G Ninja %CMAKE_ARGS% %ORT_COMMON_CMAKE_ARGS% ^
+@rem in the recipe's build folder (ORT_BUILD_DIR), where it lists the licence files of what ORT fetches
+cmake -S cmake -B "%ORT_BUILD_DIR%" -G Ninja %CMAKE_ARGS% %ORT_COMMON_CMAKE_ARGS% ^
     -Donnxruntime_ENABLE_PYTHON=ON ^
     -Donnxruntime_BUILD_SHARED_LIB=OFF ^
     -Donnxruntime_BUILD_UNIT_TESTS=OFF ^
@@ -19,19 +20,19 @@ if errorlevel 1 exit 1
 @rem --- build
 @rem onnxruntime_pybind11_state's POST_BUILD step copies this library into the package tree
 @rem (cmake/onnxruntime_python.cmake), so it must exist first
-cmake --build build-python --target onnxruntime_providers_shared
+cmake --build "%ORT_BUILD_DIR%" --target onnxruntime_providers_shared
 if errorlevel 1 exit 1
-@rem its POST_BUILD steps lay out the Python package in build-python\onnxruntime\
-cmake --build build-python --target onnxruntime_pybind11_state
+@rem its POST_BUILD steps lay out the Python package in the build folder's onnxruntime\
+cmake --build "%ORT_BUILD_DIR%" --target onnxruntime_pybind11_state
 if errorlevel 1 exit 1
 
 @rem --- install
 @rem setup.py reads VERSION_NUMBER and the package tree from the build directory, where it runs
-cd build-python || exit 1
+cd "%ORT_BUILD_DIR%" || exit 1
 "%PYTHON%" "%SRC_DIR%\setup.py" bdist_wheel
 if errorlevel 1 exit 1
 if not exist dist\*.whl (
-    echo ERROR: setup.py bdist_wheel left no wheel in build-python\dist 1>&2
+    echo ERROR: setup.py bdist_wheel left no wheel in %ORT_BUILD_DIR%\dist 1>&2
     exit 1
 )
 for %%w in (dist\*.whl) do "%PYTHON%" -m pip install --no-deps --no-build-isolation "%%w"

@@ -31,8 +31,9 @@ else
 fi
 
 # --- configure
+# in the recipe's build folder (ORT_BUILD_DIR), where it lists the licence files of what ORT fetches
 # shellcheck disable=SC2086  # CMAKE_ARGS is conda-forge's space-separated list of toolchain flags
-cmake -S cmake -B build-python -G Ninja ${CMAKE_ARGS} \
+cmake -S cmake -B "${ORT_BUILD_DIR}" -G Ninja ${CMAKE_ARGS} \
     "${ort_common_cmake_args[@]}" \
     -Donnxruntime_ENABLE_PYTHON=ON \
     -Donnxruntime_BUILD_SHARED_LIB=OFF \
@@ -40,16 +41,21 @@ cmake -S cmake -B build-python -G Ninja ${CMAKE_ARGS} \
     "${python_cmake_args[@]}"
 
 # --- build
+# its POST_BUILD steps lay out the Python package in the build folder's onnxruntime/
+build_targets=(onnxruntime_pybind11_state)
 if [[ "${target_platform}" != osx-* ]]; then
     # onnxruntime_pybind11_state's POST_BUILD step copies this library into the package tree without
     # depending on it (cmake/onnxruntime_python.cmake), so it must exist first; macOS does not build it
-    cmake --build build-python --target onnxruntime_providers_shared
+    build_targets=(onnxruntime_providers_shared "${build_targets[@]}")
 fi
-# its POST_BUILD steps lay out the Python package in build-python/onnxruntime/
-cmake --build build-python --target onnxruntime_pybind11_state
+stop_here_if_rehearsed "${build_targets[@]}"
+# one target at a time: given both at once, ninja would build them side by side
+for target in "${build_targets[@]}"; do
+    cmake --build "${ORT_BUILD_DIR}" --target "${target}"
+done
 
 # --- install
-cd build-python
+cd "${ORT_BUILD_DIR}"
 "${bdist_wheel[@]}"
 "${PYTHON}" -m pip install --no-deps --no-build-isolation dist/*.whl
 

@@ -1,8 +1,8 @@
 # shellcheck shell=bash disable=SC2154  # target_platform comes from rattler-build
 # What every ONNX Runtime build in this recipe shares, written once: sourced by build_ep_cuda.sh,
 # build_cpp.sh and build_python.sh. It appends to LDFLAGS on linux and defines the array
-# `ort_common_cmake_args`, with the arm64 and macOS options where they apply; it runs nothing.
-# cmake_common.bat is its Windows counterpart.
+# `ort_common_cmake_args`, with the arm64 and macOS options where they apply, and the function
+# `stop_here_if_rehearsed`; it runs nothing. cmake_common.bat is its Windows counterpart.
 
 if [[ "${target_platform}" == linux-* ]]; then
     # A library that asks for an executable stack cannot be dlopened on hardened or newer-glibc
@@ -45,3 +45,13 @@ if [[ "${CONDA_BUILD_CROSS_COMPILATION:-0}" == 1 && "${target_platform}" == linu
     # picks the build machine's libiconv instead
     ort_common_cmake_args+=(-DIconv_IS_BUILT_IN=TRUE)
 fi
+
+# scripts/rehearse.py runs a build script up to its build step and records the build graph of that
+# step's targets instead of building them: given REHEARSAL_TARGETS_FILE, a script that reaches its
+# build step writes the targets there and stops
+stop_here_if_rehearsed() {
+    if [[ -n "${REHEARSAL_TARGETS_FILE:-}" ]]; then
+        printf '%s\n' "$@" > "${REHEARSAL_TARGETS_FILE}"
+        exit 0
+    fi
+}

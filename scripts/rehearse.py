@@ -7,11 +7,11 @@
 
 The recipe is evaluated by rattler-build's engine for the linux-64 variant in .ci_support/; its build
 and host requirements are laid out from the stand-ins in scripts/rehearsal/standins.yaml; the build
-script then runs up to its build step and a sample of the build graph is compiled (see
-scripts/rehearsal/build.py). ORT's source and the archives its CMake fetches come from the mirror folder
-that ORT_SOURCE_MIRROR names, or are downloaded by the recipe's URL and sha256 and deps.txt's URLs and
-SHA1s into the cache (scripts/rehearsal/sources.py). DIR ends up with the source, the build tree and
-report.txt/report.json.
+script then runs up to its build step, where it stops and names the targets that step builds, and a
+sample of their build graph is compiled (see scripts/rehearsal/build.py). ORT's source and the archives
+its CMake fetches come from the mirror folder that ORT_SOURCE_MIRROR names, or are downloaded by the
+recipe's URL and sha256 and deps.txt's URLs and SHA1s into the cache (scripts/rehearsal/sources.py). DIR
+ends up with the source, the build tree and report.txt/report.json.
 Exit 0 when configure and every sampled compile succeeded, 1 when not, 2 on bad input or when the
 sources cannot be had.
 """
@@ -31,7 +31,7 @@ from feedstock.errors import InputError  # noqa: E402
 from feedstock.inputs import load_config  # noqa: E402
 from feedstock.reader import load_yaml  # noqa: E402
 from rattler_render import render  # noqa: E402
-from rehearsal.build import BUILD_SCRIPTS, DEPENDENCIES, rehearse  # noqa: E402
+from rehearsal.build import DEPENDENCIES, rehearse  # noqa: E402
 from rehearsal.prefixes import RehearsalError  # noqa: E402
 from rehearsal.sources import SourcesUnavailable, WrongHash, locate  # noqa: E402
 
@@ -65,7 +65,7 @@ def evaluate(feedstock: Path, output: str, cuda: str | None, python: str | None)
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("output", choices=sorted(BUILD_SCRIPTS))
+    parser.add_argument("output", choices=sorted(DEPENDENCIES))
     parser.add_argument("--cuda", help="the CUDA version (the plugin only)")
     parser.add_argument("--python", help="the Python version (the Python package only; default: the first)")
     parser.add_argument("--workdir", required=True, type=Path)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FLOOR_CORE_VERSION
+from cores import NEWEST_CORE
 from support.ep_prefix import MANIFEST_DIR, ProbeReport, plugin_manifest, probe, stage_prefix, write_manifest
 from support.pyenvs import python_env, run, site_packages
 
@@ -30,7 +31,7 @@ pytestmark = [
 
 CORES = {
     "floor": [f"onnxruntime=={FLOOR_CORE_VERSION}", "onnxruntime-ep-webgpu==0.4.0"],
-    "newest": ["onnxruntime==1.32.0", "onnxruntime-ep-webgpu==0.4.0"],
+    "newest": [f"onnxruntime=={NEWEST_CORE}", "onnxruntime-ep-webgpu==0.4.0"],
 }
 # onnxruntime-ggml 0.2.0 requires onnxruntime>=1.29,<1.31: the newest core it installs beside is 1.30.0.
 GGML = ["onnxruntime==1.30.0", "onnxruntime-ggml==0.2.0"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FLOOR_CORE_VERSION
+from cores import NEWEST_CORE
 from support.pyenvs import python_env, run
 from support.wheels import GGML, WEBGPU, linux_library
 
@@ -18,8 +19,6 @@ LOAD = Path(__file__).resolve().parents[1] / "recipe" / "test_plugin_load.py"
 # What the recipe's load test needs next to a core; onnx builds the model, numpy compares results.
 LOAD_REQUIREMENTS = ["onnx==1.23.2", "numpy"]
 FLOOR_CORE = f"onnxruntime=={FLOOR_CORE_VERSION}"
-# The newest release on PyPI when this was written (`pip index versions onnxruntime`); bump on purpose.
-NEWEST_CORE = "onnxruntime==1.32.0"
 # The webgpu plugin refuses cores older than its floor, 1.24.4, at registration.
 BELOW_FLOOR_CORE = "onnxruntime==1.24.1"
 CORE_FAILURE = "onnxruntime.capi.onnxruntime_pybind11_state.Fail: [ONNXRuntimeError] : 1 : FAIL : "
@@ -37,7 +36,7 @@ def floor_core() -> Path:
 
 @pytest.fixture(scope="session")
 def newest_core() -> Path:
-    return python_env("load-newest-core", [NEWEST_CORE, *LOAD_REQUIREMENTS])
+    return python_env("load-newest-core", [f"onnxruntime=={NEWEST_CORE}", *LOAD_REQUIREMENTS])
 
 
 @pytest.fixture(scope="session")
@@ -60,7 +59,7 @@ def mapped_libm() -> Path:
 
 
 @pytest.mark.parametrize(("core", "version"), [("floor_core", FLOOR_CORE_VERSION),
-                                               ("newest_core", NEWEST_CORE.split("==")[1])])
+                                               ("newest_core", NEWEST_CORE)])
 def test_load_registers_webgpu_into_the_core_without_a_device(request, core, version):
     result = load(request.getfixturevalue(core), linux_library(WEBGPU), WEBGPU.ep_name)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -193,7 +193,9 @@ def test_a_listed_licence_file_that_is_not_there_is_reported(feedstock: Path) ->
                                                  "{dep: re2, spdx: BSD-3-Clause, file: COPYING}"))
     subprocess.run([sys.executable, str(scratch / "scripts" / "render.py")], check=True, capture_output=True)
     report, _ = rehearse(CPP, scratch, "--no-sample")
-    assert report["licence_files_missing"] == ["build-cpp/_deps/re2-src/COPYING"]
+    (cpp,) = [o for o in read_yaml(scratch / "recipe" / "recipe.yaml")["outputs"] if o["package"]["name"] == CPP]
+    build_dir = cpp["build"]["script"]["env"]["ORT_BUILD_DIR"]
+    assert report["licence_files_missing"] == [f"{build_dir}/_deps/re2-src/COPYING"]
 
 
 def test_an_architecture_cuda_13_dropped_fails_configure(feedstock: Path) -> None:

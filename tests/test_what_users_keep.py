@@ -9,12 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jinja2
 import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from conftest import REPO
+from support.fake_tools import FakeTools
 from support.recipe_checks import Built, Feedstock
 from support import upstream_source
 from support.yaml_files import read_yaml
@@ -49,7 +51,25 @@ def specs_by_name(specs: list[str]) -> dict[str, SpecifierSet]:
 
 
 def script_lines(tests: list) -> list[str]:
-    return [line for test in tests if "script" in test for line in test["script"]]
+    # rattler-build renders a one-line script as a string
+    scripts = [test["script"] for test in tests if "script" in test]
+    return [line for script in scripts for line in ([script] if isinstance(script, str) else script)]
+
+
+# rattler-build fills a test script's ${{ }} expressions in when the test runs, with the variant's variables
+TEST_TIME_TEMPLATES = jinja2.Environment(variable_start_string="${{", variable_end_string="}}",
+                                         undefined=jinja2.StrictUndefined)
+
+
+def run_script_tests(directory: Path, package: Built, *programs: str) -> FakeTools:
+    """The package's script tests run by bash, with stand-ins for `programs` that record their calls."""
+    tools = FakeTools(directory, *programs)
+    for line in script_lines(package.recipe["tests"]):
+        command = TEST_TIME_TEMPLATES.from_string(line).render(target_platform=package.platform)
+        done = subprocess.run(["bash", "-c", command], env=tools.env(), cwd=directory, capture_output=True,
+                              text=True, stdin=subprocess.DEVNULL, timeout=60)
+        assert done.returncode == 0, (package.source, command, done.stderr)
+    return tools
 
 
 # --- upstream's Python requirements
@@ -90,14 +110,19 @@ def test_python_host_has_every_package_setup_py_imports(evaluated: Feedstock) ->
 # --- the console script
 
 
-def test_python_package_runs_every_console_script_it_declares(evaluated: Feedstock) -> None:
-    (recipe_output,) = [o for o in evaluated.recipe["outputs"] if o["package"]["name"] == PYTHON_PACKAGE]
-    scripts = [entry.split("=")[0].strip() for entry in recipe_output["build"]["python"]["entry_points"]]
+def console_scripts(feedstock: Feedstock) -> list[str]:
+    """The console scripts the Python package declares (build.python.entry_points)."""
+    (recipe_output,) = [o for o in feedstock.recipe["outputs"] if o["package"]["name"] == PYTHON_PACKAGE]
+    return [entry.split("=")[0].strip() for entry in recipe_output["build"]["python"]["entry_points"]]
+
+
+def test_python_package_runs_every_console_script_it_declares(evaluated: Feedstock, tmp_path: Path) -> None:
+    scripts = console_scripts(evaluated)
     assert scripts
     for package in built(evaluated, PYTHON_PACKAGE):
-        lines = script_lines(package.recipe["tests"])
+        tools = run_script_tests(tmp_path / package.source / package.build_string, package, "python", *scripts)
         for script in scripts:
-            assert f"{script} --help" in lines, (package.source, script, lines)
+            assert [call["args"] for call in tools.calls(script)] == [["--help"]], (package.source, script)
 
 
 # --- the CoreML EP on osx-arm64
@@ -113,10 +138,12 @@ def test_osx_arm64_builds_against_a_newer_sdk_than_its_deployment_target(evaluat
         assert Version(config["MACOSX_SDK_VERSION"][0]) > Version(config["MACOSX_DEPLOYMENT_TARGET"][0])
 
 
-def test_python_test_script_is_told_the_platform_it_checks(evaluated: Feedstock) -> None:
+def test_python_test_script_is_told_the_platform_it_checks(evaluated: Feedstock, tmp_path: Path) -> None:
     for package in built(evaluated, PYTHON_PACKAGE):
-        # rattler-build fills the script's variables in when the test runs
-        assert "python test_python_cpu.py ${{ target_platform }}" in script_lines(package.recipe["tests"]), package.source
+        tools = run_script_tests(tmp_path / package.source / package.build_string, package, "python",
+                                 *console_scripts(evaluated))
+        runs = [call["args"] for call in tools.calls("python")]
+        assert ["test_python_cpu.py", package.platform] in runs, package.source
 
 
 def test_cpp_package_ships_the_coreml_header_on_osx_arm64(evaluated: Feedstock) -> None:

@@ -1,10 +1,12 @@
 """One output's build script run against ONNX Runtime's real source, as rattler-build would run it.
 
-The script runs verbatim up to its `# --- build` section: environment, CMake configure and all. Its
-build step would take hours here, so instead the rehearsal records the full build graph of the
-targets that step builds (`ninja -t commands`, `ninja -t compdb`) and compiles a sample of their
-objects that covers each kind of translation unit. The report says what was sampled; a sample is not
-a build.
+The script runs verbatim up to its build step: environment, CMake configure and all. There it stops,
+as every build script does when REHEARSAL_TARGETS_FILE names a file, and leaves in that file the targets
+the step would build (recipe/cmake_common.sh). The build step would take hours here, so instead the
+rehearsal records the full build graph of those targets (`ninja -t commands`, `ninja -t compdb`) and
+compiles a sample of their objects that covers each kind of translation unit. The report says what was
+sampled; a sample is not a build. The build folder is the one the recipe names (ORT_BUILD_DIR in its
+script environment), from which it lists the licence files.
 """
 
 from __future__ import annotations
@@ -23,8 +25,6 @@ from typing import Any
 from rehearsal.prefixes import Prefixes, RehearsalError, lay_out
 from rehearsal.sources import Sources
 
-BUILD_SCRIPTS = {"onnxruntime-ep-cuda": "build_ep_cuda.sh", "onnxruntime-cpp": "build_cpp.sh",
-                 "onnxruntime": "build_python.sh"}
 # The cmake/deps.txt entries each output's linux-64 configure takes (upstream's CMake at 1.30.0): what a
 # rehearsal without a mirror downloads, and checks, first. tests/test_rehearsal.py checks that they are
 # exactly the archives the configure took.
@@ -32,7 +32,6 @@ _EVERY_BUILD = ("abseil_cpp", "date", "eigen", "flatbuffers", "json", "microsoft
                 "pytorch_cpuinfo", "re2", "safeint")
 DEPENDENCIES = {"onnxruntime-ep-cuda": (*_EVERY_BUILD, "cudnn_frontend", "cutlass"),
                 "onnxruntime-cpp": (*_EVERY_BUILD, "googletest"), "onnxruntime": (*_EVERY_BUILD, "dlpack")}
-BUILD_SECTION = "# --- build"
 # How ORT's own sources include each dependency its CMake fetches: an object that includes one needs it
 DEPENDENCY_INCLUDES = {
     "abseil_cpp": r"absl/", "protobuf": r"google/protobuf/", "onnx": r"onnx/", "re2": r"re2/",
@@ -83,22 +82,6 @@ class Report:
     patched_sources: list[str] = field(default_factory=list)
     # include folders of the graph's compiles that hold a header named like one of the C library's
     shadowing_include_dirs: list[str] = field(default_factory=list)
-
-
-def _configure_section(script: str) -> str:
-    if BUILD_SECTION not in script:
-        raise RehearsalError(f"the build script has no `{BUILD_SECTION}` section to stop at")
-    return script.split(BUILD_SECTION, 1)[0]
-
-
-def build_steps(script: str) -> list[tuple[str, str]]:
-    """(build folder, target) for each `cmake --build` of the script's build section; `all` when untargeted."""
-    section = script.split(BUILD_SECTION, 1)[1].split("# --- ", 1)[0]
-    steps = []
-    for match in re.finditer(r"cmake --build (\S+)([^\n]*)", section):
-        target = re.search(r"--target (\S+)", match.group(2))
-        steps.append((match.group(1), target.group(1) if target else "all"))
-    return steps
 
 
 def _environment(report: Report, prefixes: Prefixes, rendered: dict[str, Any], src: Path, recipe_dir: Path,
@@ -333,9 +316,8 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
     cuda = variant.get("cuda_compiler_version")
     prefixes = lay_out(requirements, None if cuda in (None, "None") else cuda, workdir, cache)
     report.standins, report.standin_notes = prefixes.laid_out, prefixes.notes
-    script_path = recipe_dir / BUILD_SCRIPTS[output]
-    script = script_path.read_text()
-    build_dir = re.search(r"cmake -S cmake -B (\S+)", script).group(1)
+    script = rendered["build"]["script"]
+    build_dir = str(script["env"]["ORT_BUILD_DIR"])
     cmake_args = _cmake_args(prefixes, sources)
     if output == "onnxruntime-ep-cuda":
         if sources.trees is not None:
@@ -343,25 +325,28 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
         report.not_rehearsed.append("CUDA 12.9: PyPI's CUDA 12 wheels (nvidia-cuda-nvcc-cu12) carry no nvcc")
     env = _environment(report, prefixes, rendered, src, recipe_dir, cmake_args)
     log = workdir / "configure.log"
+    targets = workdir / "build_targets.txt"
+    targets.unlink(missing_ok=True)
+    env["REHEARSAL_TARGETS_FILE"] = str(targets)
     start = time.monotonic()
-    configure = subprocess.run(["bash", "-c", _configure_section(script)], cwd=src, env=env,
+    configure = subprocess.run(["bash", str(recipe_dir / f"{script['file']}.sh")], cwd=src, env=env,
                                stdout=log.open("w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     report.configure_seconds = round(time.monotonic() - start, 1)
     text = log.read_text(errors="replace")
-    report.configure_ok = configure.returncode == 0
+    report.configure_ok = configure.returncode == 0 and targets.is_file()
     license_files = [f for f in rendered["about"].get("license_file", [])]
     if not report.configure_ok:
         errors = [line.strip() for line in text.splitlines()
                   if re.search(r"CMake Error|fatal|error:|^ERROR", line)]
         # CMake's "CMake Error at <file>" is followed by the message itself
         errors.sort(key=lambda line: line.startswith("CMake Error"))
-        report.configure_error = errors[0] if errors else f"exit {configure.returncode}"
+        stopped = f"exit {configure.returncode}" if configure.returncode else "the script never reached its build step"
+        report.configure_error = errors[0] if errors else stopped
     else:
         unused = UNUSED_VARIABLES.search(text)
         report.unused_cmake_variables = unused.group(1).split() if unused else []
         build = src / build_dir
-        steps = build_steps(script)
-        report.build_targets = [t for _, t in steps]
+        report.build_targets = targets.read_text().split()
         commands, compiles = _target_compiles(build, report.build_targets)
         (workdir / "graph.txt").write_text("\n".join(commands) + "\n")
         (workdir / "compile_commands.json").write_text(json.dumps(compiles, indent=1))

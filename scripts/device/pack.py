@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bootstrap  # noqa: E402
+from cores import NEWEST_CORE  # noqa: E402
 
 bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt")
 
@@ -42,8 +43,6 @@ BUNDLE_LIMIT = CALL_LIMIT - CHECKOUT_ALLOWANCE
 CUDA = "13.0"
 WHEEL_TAGS = ["--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
               "--platform", "manylinux_2_27_x86_64", "--platform", "manylinux_2_17_x86_64"]
-# The newest core on PyPI when this was written (`pip index versions onnxruntime`); bump on purpose.
-NEWEST_CORE = "1.32.0"
 # What check_plugin_binary.py imports, and the onnx the tests build their models with: the version
 # ONNX Runtime 1.30.0 vendors (cmake/deps.txt). The image's onnx 1.23 writes IR version 14, which the
 # 1.24.4 and 1.30.0 cores refuse ("max supported IR version: 13", GPU run of 2026-12-01). The image

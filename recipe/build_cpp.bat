@@ -16,7 +16,7 @@ if "%CONDA_BUILD_CROSS_COMPILATION%"=="1" set "UNIT_TESTS=OFF"
 @rem gtest_force_shared_crt: googletest defaults to the static runtime, everything else here uses the DLL one.
 @rem CMAKE_PROJECT_onnxruntime_INCLUDE: the core becomes onnxruntime_conda.dll, and the one unit test that
 @rem loads it as onnxruntime.dll is disabled (the file says why).
-@rem In the recipe's build folder (ORT_BUILD_DIR), where it lists the licence files of what ORT fetches.
+@rem ORT_BUILD_DIR: the recipe's build folder, where the recipe lists the licence files of what ORT fetches
 cmake -S cmake -B "%ORT_BUILD_DIR%" -G Ninja %CMAKE_ARGS% %ORT_COMMON_CMAKE_ARGS% ^
     -Donnxruntime_BUILD_SHARED_LIB=ON ^
     -Donnxruntime_ENABLE_PYTHON=OFF ^

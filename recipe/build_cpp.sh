@@ -18,7 +18,7 @@ fi
 # --- configure
 # Nothing here touches the version: ORT reads it from VERSION_NUMBER, and the CUDA plugin needs a
 # core whose version string is plain X.Y.Z.
-# in the recipe's build folder (ORT_BUILD_DIR), where it lists the licence files of what ORT fetches
+# in the recipe's build folder, ORT_BUILD_DIR: the recipe lists the licence files of what ORT fetches there
 # shellcheck disable=SC2086  # CMAKE_ARGS is conda-forge's space-separated list of toolchain flags
 cmake -S cmake -B "${ORT_BUILD_DIR}" -G Ninja ${CMAKE_ARGS} \
     "${ort_common_cmake_args[@]}" \

@@ -65,7 +65,7 @@ set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% "-DCMAKE_CUDA_COMPILER=%BUILD_PREFIX:
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% "-Donnxruntime_CUDA_HOME=%LIBRARY_PREFIX%""
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% "-Donnxruntime_CUDNN_HOME=%LIBRARY_PREFIX%""
 
-@rem in the recipe's build folder (ORT_BUILD_DIR), where it lists the licence files of what ORT fetches
+@rem in the recipe's build folder, ORT_BUILD_DIR: the recipe lists the licence files of what ORT fetches there
 cmake -S cmake -B "%ORT_BUILD_DIR%" -G Ninja %CMAKE_ARGS% %ORT_COMMON_CMAKE_ARGS% %PLUGIN_CMAKE_ARGS%
 if errorlevel 1 exit 1
 

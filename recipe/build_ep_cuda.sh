@@ -88,7 +88,7 @@ plugin_cmake_args=(
     # CUDAToolkit_ROOT; the library headers are in the host prefix
     -DCMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES="${cuda_root}/include"
 )
-# in the recipe's build folder (ORT_BUILD_DIR), where it lists the licence files of what ORT fetches
+# in the recipe's build folder, ORT_BUILD_DIR: the recipe lists the licence files of what ORT fetches there
 # shellcheck disable=SC2086  # CMAKE_ARGS is conda-forge's space-separated list of toolchain flags
 cmake -S cmake -B "${ORT_BUILD_DIR}" -G Ninja ${CMAKE_ARGS} \
     "${ort_common_cmake_args[@]}" \

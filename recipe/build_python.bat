@@ -9,7 +9,7 @@ cd /d "%SRC_DIR%" || exit 1
 call "%RECIPE_DIR%\cmake_common.bat"
 
 @rem --- configure
-@rem in the recipe's build folder (ORT_BUILD_DIR), where it lists the licence files of what ORT fetches
+@rem in the recipe's build folder, ORT_BUILD_DIR: the recipe lists the licence files of what ORT fetches there
 cmake -S cmake -B "%ORT_BUILD_DIR%" -G Ninja %CMAKE_ARGS% %ORT_COMMON_CMAKE_ARGS% ^
     -Donnxruntime_ENABLE_PYTHON=ON ^
     -Donnxruntime_BUILD_SHARED_LIB=OFF ^

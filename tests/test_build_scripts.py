@@ -22,6 +22,7 @@ import pytest
 
 from conftest import FLOOR_CORE_VERSION, REPO
 from cores import NEWEST_CORE
+from feedstock.architectures import number
 from feedstock.reader import parse_yaml
 from support.fake_tools import FakeTools
 from support.pyenvs import python_env, run
@@ -923,7 +924,7 @@ def test_upstream_registers_the_disabled_test_on_windows_and_it_loads_onnxruntim
 
 
 def sm_numbers(architectures: str) -> list[int]:
-    return [int(re.match(r"\d+", arch).group()) for arch in architectures.split(";")]
+    return [number(arch) for arch in architectures.split(";")]
 
 
 def test_windows_plugin_script_is_told_the_path_its_manifest_names():

@@ -219,13 +219,13 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         "python.minimum: 3.10 is below ONNX Runtime's Python floor 3.11"),
     "float version": (
         lambda t: t.replace(f'min_core_version: "{FLOOR_CORE_VERSION}"', "min_core_version: 1.24"),
-        "min_core_version: Input should be a valid string, got 1.24"),
+        "min_core_version: expected a quoted string, got a decimal number 1.24"),
     "unknown cudnn mode": (
         lambda t: t.replace("  as: run", "  as: maybe"),
         "cudnn.as: Input should be 'run' or 'constraint', got 'maybe'"),
     "unquoted CUDA version": (
         lambda t: t.replace('    "13.0":\n', "    13.0:\n"),
-        'cuda.versions."13.0": as a key: Input should be a valid string, got 13.0'),
+        'cuda.versions."13.0": as a key: expected a quoted string, got a decimal number 13.0'),
     "runner for an OS nothing builds on": (
         lambda t: t.replace("runners:\n", "runners:\n  freebsd: namespace-profile-16cpu-on-linux-64\n"),
         "runners.freebsd: no platform of this feedstock builds on freebsd (they build on linux, osx, win)"),

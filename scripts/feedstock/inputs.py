@@ -247,7 +247,7 @@ class Config(Model):
                   for name in with_sdk if not name.startswith("osx-")]
         found += [(("platforms", name, "macos_sdk"), "only one macOS platform may set it: recipe/variants.yaml can "
                    "select the SDK by OS (osx) only, so a second one would give MACOSX_SDK_VERSION twice")
-                  for name in with_sdk[1:]]
+                  for name in [name for name in with_sdk if name.startswith("osx-")][1:]]
         fail(*found)
         return self
 

@@ -89,6 +89,8 @@ def load_yaml(path: Path, shown_as: str) -> Any:
 
 # pydantic's words for a key of a mapping that the model has no field for, or lacks
 IN_OUR_WORDS = {"extra_forbidden": "unknown key", "missing": "required key is missing"}
+# YAML reads 1.24 and 13.0 as numbers, where the config means text: the message says to quote them
+NUMBERS = {int: "a number", float: "a decimal number"}
 
 
 def fail(*problems: tuple[tuple[str | int, ...], str]) -> None:
@@ -112,7 +114,9 @@ def validated(model: type[pydantic.BaseModel], path: Path, shown_as: str, contex
                 key = key if name == "[key]" else child_key(key, name)
             message = str(error["ctx"]["error"]) if error["type"] == "value_error" else \
                 IN_OUR_WORDS.get(error["type"], error["msg"])
-            if error["type"].endswith("_type") or error["type"] == "literal_error":
+            if error["type"] == "string_type" and type(error["input"]) in NUMBERS:
+                message = f"expected a quoted string, got {NUMBERS[type(error['input'])]} {error['input']!r}"
+            elif error["type"].endswith("_type") or error["type"] == "literal_error":
                 message += f", got {error['input']!r}"
             if error["loc"][-1:] == ("[key]",):
                 message = f"as a key: {message}"

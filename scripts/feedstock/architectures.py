@@ -82,6 +82,12 @@ def _derived(listed: tuple[str, ...], version: str) -> tuple[str, ...]:
     return (*kept[:-1], str(number(kept[-1]))) if kept else ()
 
 
+def _newest_of_major(version: str, listed: dict[str, dict[str, tuple[str, ...]]]) -> str | None:
+    """The newest version the config lists of `version`'s major, if it lists one."""
+    same_major = [v for v in listed if version_tuple(v)[0] == version_tuple(version)[0]]
+    return max(same_major, key=version_tuple, default=None)
+
+
 def cuda_lists(listed: dict[str, dict[str, tuple[str, ...]]]) -> CudaLists:
     """The config's lists (`cuda.versions`) and the ones the rule derives for newer releases of their majors."""
     by_version = dict(listed)
@@ -89,8 +95,7 @@ def cuda_lists(listed: dict[str, dict[str, tuple[str, ...]]]) -> CudaLists:
     for version in NVCC_ARCHITECTURES:
         if version in listed:
             continue
-        same_major = [v for v in listed if version_tuple(v)[0] == version_tuple(version)[0]]
-        newest = max(same_major, key=version_tuple, default=None)
+        newest = _newest_of_major(version, listed)
         if newest is None or version_tuple(newest) > version_tuple(version):
             continue
         lists = {platform: _derived(archs, version) for platform, archs in listed[newest].items()}
@@ -104,8 +109,7 @@ def missing_list(version: str, listed: dict[str, dict[str, tuple[str, ...]]]) ->
     """Why CUDA `version` has no list, and what to add so that it gets one."""
     facts = ("what its nvcc compiles for (`nvcc --list-gpu-code`) to NVCC_ARCHITECTURES in "
              "scripts/feedstock/architectures.py")
-    same_major = [v for v in listed if version_tuple(v)[0] == version_tuple(version)[0]]
-    newest = max(same_major, key=version_tuple, default=None)
+    newest = _newest_of_major(version, listed)
     if newest is not None and version_tuple(newest) < version_tuple(version):
         return f"CUDA {version} has no GPU architecture list: add {facts}, and its list follows CUDA {newest}'s"
     why = f"the config lists no CUDA {version_tuple(version)[0]}" if newest is None else \

@@ -45,21 +45,21 @@ def generate(root: Path) -> list[rendering.GeneratedFile]:
     return rendering.render_all(config, bot, jobs, readme)
 
 
-def lost_hand_edits(root: Path, change: files.Plan) -> list[str]:
-    """One line per key of a hand-edited generated file that the planned render would change."""
+def lost_hand_edits(root: Path, change: files.Plan) -> dict[str, list[str]]:
+    """Each hand-edited generated file that the planned render would change, with one line per key it changes."""
     rendered = {f.path: f.text for f in change.write}
     current = {path: files.read(root, path) for path in rendered if path != rendering.README}
     templates = {inputs.RECIPE: rendering.TEMPLATE, rendering.VARIANTS: rendering.VARIANTS_TEMPLATE}
-    lines = []
+    lost = {}
     for path in hand_edits.hand_edited(files.read(root, inputs.RECIPE), current):
         if path in rendered and hand_edits.body(path, current[path]) != hand_edits.body(path, rendered[path]):
-            lines += [f"{path}: {key}: edited by hand, and a render would change it"
-                      for key in hand_edits.edited_keys(current[path], rendered[path])]
             where = f"{inputs.CONFIG} or {templates[path]}" if path in templates else inputs.CONFIG
-            lines.append(f"{path}: (file): edited by hand since it was rendered, so nothing was written (the diff "
-                         f"shows what would be lost): make the edit in {where}, or drop it with "
-                         f"`{rendering.COMMAND} --force`")
-    return lines
+            lost[path] = [f"{path}: {key}: edited by hand, and a render would change it"
+                          for key in hand_edits.edited_keys(current[path], rendered[path])]
+            lost[path].append(f"{path}: (file): edited by hand since it was rendered, so nothing was written (the "
+                              f"diff shows what would be lost): make the edit in {where}, or drop it with "
+                              f"`{rendering.COMMAND} --force`")
+    return lost
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,11 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         stale = [f.path for f in change.write] + list(change.remove)
         print(f"stale: {', '.join(stale)}; run `{rendering.COMMAND}`", file=sys.stderr)
         return 1
-    lost = [] if args.force else lost_hand_edits(args.root, change)
+    lost = {} if args.force else lost_hand_edits(args.root, change)
     if lost:
-        edited = {line.split(": ", 1)[0] for line in lost}
-        sys.stdout.write(files.diff(args.root, files.Plan(tuple(f for f in change.write if f.path in edited), ())))
-        print("\n".join(lost), file=sys.stderr)
+        sys.stdout.write(files.diff(args.root, files.Plan(tuple(f for f in change.write if f.path in lost), ())))
+        print("\n".join(line for lines in lost.values() for line in lines), file=sys.stderr)
         return 2
     try:
         files.apply(args.root, change)

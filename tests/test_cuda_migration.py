@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, SHARED
+from feedstock.architectures import number
 from rattler_render import render as rattler_render
 from support.smithy import Smithy
 from support.yaml_files import read_yaml
@@ -186,6 +187,6 @@ def test_a_cuda_migration_configures_and_compiles_with_that_cudas_nvcc(migrated:
     (job,) = [name for name, (p, v) in cuda_jobs(migrated).items() if (p, v) == ("linux-64", MIGRATED)]
     listed = plugin_architectures(migrated, job).split(";")
     arch_specific = _ort_arch_specific(workdir / "src")
-    numbers = sorted({int(re.match(r"\d+", a).group()) for a in listed})
+    numbers = sorted({number(a) for a in listed})
     assert report["nvcc_sass"] == sorted(f"sm_{n}{'a' if str(n) in arch_specific else ''}" for n in numbers)
     assert report["nvcc_ptx"] == [f"compute_{numbers[-1]}"]

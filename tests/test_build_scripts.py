@@ -160,14 +160,22 @@ def source_tree(tmp_path: Path) -> Path:
     return source
 
 
-def plugin_build_env(tools: FakeTools, source: Path, prefix: Path, **overrides: str) -> dict[str, str]:
+def build_env(tools: FakeTools, source: Path, prefix: Path, script: str = "build_cpp",
+              **overrides: str) -> dict[str, str]:
+    """What rattler-build gives a linux-64 build script, and its build folder as the recipe names it."""
     return tools.env(**{
         "SRC_DIR": str(source), "RECIPE_DIR": str(RECIPE), "PREFIX": str(prefix),
-        "BUILD_PREFIX": "/build-prefix", "PKG_VERSION": "1.30.0", "target_platform": "linux-64",
-        "CMAKE_ARGS": CONDA_FORGE_CMAKE_ARGS,
+        "BUILD_PREFIX": "/build-prefix", "target_platform": "linux-64", "CMAKE_ARGS": CONDA_FORGE_CMAKE_ARGS,
+        "ORT_BUILD_DIR": SCRIPT_ENV[script]["ORT_BUILD_DIR"], **overrides,
+    })
+
+
+def plugin_build_env(tools: FakeTools, source: Path, prefix: Path, **overrides: str) -> dict[str, str]:
+    return build_env(tools, source, prefix, "build_ep_cuda", **{
+        "PKG_VERSION": "1.30.0",
         "ORT_MIN_CORE_VERSION": FLOOR_CORE_VERSION, "CUDA_ARCHITECTURES": "75-real;80-real;121",
         "NVCC_THREADS": "2", "NVCC_GB_PER_THREAD": "1", "CUDA_BUILD_JOBS": "8",
-        "PLUGIN_MANIFEST": PLUGIN_SCRIPT_ENV["PLUGIN_MANIFEST"], "ORT_BUILD_DIR": PLUGIN_SCRIPT_ENV["ORT_BUILD_DIR"],
+        "PLUGIN_MANIFEST": PLUGIN_SCRIPT_ENV["PLUGIN_MANIFEST"],
         # what the recipe tells the script for linux
         "PLUGIN_INSTALL_PATH": plugin_script_env("linux-64", "13.0")["PLUGIN_INSTALL_PATH"], **overrides,
     })
@@ -515,19 +523,10 @@ def test_plugin_cross_build_for_aarch64_uses_sbsa_kleidiai_and_builtin_iconv(tmp
 # --- the CPU builds
 
 
-def cpp_build_env(tools: FakeTools, source: Path, prefix: Path, script: str = "build_cpp",
-                  **overrides: str) -> dict[str, str]:
-    return tools.env(**{
-        "SRC_DIR": str(source), "RECIPE_DIR": str(RECIPE), "PREFIX": str(prefix),
-        "BUILD_PREFIX": "/build-prefix", "target_platform": "linux-64", "CMAKE_ARGS": CONDA_FORGE_CMAKE_ARGS,
-        "ORT_BUILD_DIR": SCRIPT_ENV[script]["ORT_BUILD_DIR"], **overrides,
-    })
-
-
 def test_cpp_build_runs_the_unit_tests_without_the_non_utf8_one(tmp_path, source_tree):
     tools = FakeTools(tmp_path, "cmake", "ctest")
 
-    result = bash(RECIPE / "build_cpp.sh", cpp_build_env(tools, source_tree, tmp_path / "prefix"))
+    result = bash(RECIPE / "build_cpp.sh", build_env(tools, source_tree, tmp_path / "prefix"))
 
     assert result.returncode == 0, result.stderr
     assert "-Donnxruntime_BUILD_UNIT_TESTS=ON" in configure_args(tools)
@@ -540,7 +539,7 @@ def test_cpp_build_configures_a_cpu_only_shared_library_and_installs_it(tmp_path
     prefix = tmp_path / "prefix"
     tools = FakeTools(tmp_path, "cmake", "ctest")
 
-    result = bash(RECIPE / "build_cpp.sh", cpp_build_env(tools, source_tree, prefix))
+    result = bash(RECIPE / "build_cpp.sh", build_env(tools, source_tree, prefix))
 
     assert result.returncode == 0, result.stderr
     configure = configure_args(tools)
@@ -555,7 +554,7 @@ def test_cpp_build_configures_a_cpu_only_shared_library_and_installs_it(tmp_path
 
 def test_cpp_cross_build_skips_the_unit_tests(tmp_path, source_tree):
     tools = FakeTools(tmp_path, "cmake", "ctest")
-    env = cpp_build_env(tools, source_tree, tmp_path / "prefix",
+    env = build_env(tools, source_tree, tmp_path / "prefix",
                         target_platform="linux-aarch64", CONDA_BUILD_CROSS_COMPILATION="1")
 
     result = bash(RECIPE / "build_cpp.sh", env)
@@ -569,7 +568,7 @@ def test_cpp_build_installs_the_source_tree_header_layout_too(tmp_path, source_t
     prefix = tmp_path / "prefix"
     tools = FakeTools(tmp_path, "cmake", "ctest")
 
-    result = bash(RECIPE / "build_cpp.sh", cpp_build_env(tools, source_tree, prefix))
+    result = bash(RECIPE / "build_cpp.sh", build_env(tools, source_tree, prefix))
 
     assert result.returncode == 0, result.stderr
     header = Path("include", "onnxruntime", "core", "session", "onnxruntime_cxx_api.h")
@@ -604,7 +603,7 @@ def test_cpp_test_program_compiles_through_both_header_spellings(tmp_path, onnxr
     shutil.copytree(onnxruntime_source / "include", source / "include")
     prefix = tmp_path / "prefix"
     tools = FakeTools(tmp_path, "cmake", "ctest")
-    result = bash(RECIPE / "build_cpp.sh", cpp_build_env(tools, source, prefix))
+    result = bash(RECIPE / "build_cpp.sh", build_env(tools, source, prefix))
     assert result.returncode == 0, result.stderr
     install_flat_headers(onnxruntime_source, prefix)
 
@@ -656,7 +655,7 @@ def python_build(tmp_path: Path, source: Path, **overrides: str):
     (site_packages / "onnxruntime").mkdir(parents=True)
     (site_packages / "onnxruntime" / "__init__.py").write_text("__version__ = '1.30.0'\n")
     tools = FakeTools(tmp_path, "cmake", "python")
-    env = cpp_build_env(tools, source, tmp_path / "prefix", "build_python", PYTHON=str(tools.bin / "python"),
+    env = build_env(tools, source, tmp_path / "prefix", "build_python", PYTHON=str(tools.bin / "python"),
                         SP_DIR=str(site_packages), FAKE_PYTHON_RUNS="install_autoregistration.py", **overrides)
     return bash(RECIPE / "build_python.sh", env), tools, site_packages
 
@@ -674,7 +673,7 @@ def run_unix_build(tmp_path: Path, source: Path, script: str, platform: str, **o
         leave_plugin_library(source)
         env = plugin_build_env(tools, source, tmp_path / "prefix", target_platform=platform, **overrides)
     else:
-        env = cpp_build_env(tools, source, tmp_path / "prefix", target_platform=platform, **overrides)
+        env = build_env(tools, source, tmp_path / "prefix", target_platform=platform, **overrides)
     return bash(RECIPE / script, env), tools
 
 

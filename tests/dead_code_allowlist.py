@@ -47,3 +47,8 @@ kwargs  # noqa: B018
 standins  # noqa: B018
 fetched_dependencies  # noqa: B018
 patched_sources  # noqa: B018
+
+# pytest and pytest-timeout call the hooks of scripts/device/case_log.py, a plugin loaded with `-p case_log`.
+pytest_runtest_logreport  # noqa: B018
+pytest_timeout_set_timer  # noqa: B018
+pytest_timeout_cancel_timer  # noqa: B018

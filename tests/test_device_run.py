@@ -174,11 +174,35 @@ def test_a_step_past_its_limit_is_stopped_with_its_python_stack(tmp_path: Path) 
     assert log.rstrip().endswith("hangs: timed out after 2 s")
 
 
-def junit(cases: dict[str, str]) -> str:
-    body = {"passed": "", "failed": '<failure message="wrong"/>', "skipped": '<skipped message="no"/>'}
-    return "<testsuite>" + "".join(
-        f'<testcase classname="test_cuda_plugin_ep.TestCudaPluginEP" name="{name}">{body[outcome]}</testcase>'
-        for name, outcome in cases.items()) + "</testsuite>"
+CASE_BODIES = {"passed": "pass", "failed": "print('FAIL (the core said no)'); assert 1 == 2, 'wrong'",
+               "skipped": "raise unittest.SkipTest('no')", "hangs": "time.sleep(300)"}
+
+
+def run_suite(folder: Path, name: str, cases: dict[str, str], limit: int = 3) -> Path:
+    """CASES (name -> passed, failed, skipped or hangs) as one unittest class, run by pytest the way run.sh
+    runs upstream's operator suite; returns the log case_log.py wrote."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "test_cuda_plugin_ep.py").write_text(
+        "import time, unittest\nclass TestCudaPluginEP(unittest.TestCase):\n" + "".join(
+            f"    def {case}(self):\n        {CASE_BODIES[outcome]}\n" for case, outcome in cases.items()))
+    log = folder / f"{name}.cases"
+    env = {**os.environ, "CASE_LOG": str(log), "PYTHONPATH": str(DEVICE)}
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "case_log", "-n", "1",
+                    "--max-worker-restart=100", f"--timeout={limit}", "test_cuda_plugin_ep.py"],
+                   cwd=folder, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=240)
+    return log
+
+
+def test_the_case_log_keeps_each_failure_and_a_hung_case_stacks_and_the_suite_goes_on(tmp_path: Path) -> None:
+    log = run_suite(tmp_path, "operators", {"test_a": "failed", "test_b": "hangs", "test_c": "passed"}, limit=2)
+
+    assert checks.case_outcomes(log) == {
+        "TestCudaPluginEP.test_a": ("failed", "AssertionError: wrong"),
+        "TestCudaPluginEP.test_b": ("failed", "still running after 2 s"),
+        "TestCudaPluginEP.test_c": ("passed", "")}
+    text = log.read_text()
+    assert "    FAIL (the core said no)" in text  # what the failing case printed
+    assert 'test_cuda_plugin_ep.py", line 6 in test_b' in text  # the hung case's Python stack
 
 
 def test_the_report_compares_the_operator_suite_between_cores(tmp_path: Path) -> None:
@@ -191,9 +215,8 @@ def test_the_report_compares_the_operator_suite_between_cores(tmp_path: Path) ->
     suite.write_text('def make(): return "com.microsoft"\n'
                      "class T:\n    def test_contrib(self): make()\n    def test_plain(self): pass\n")
     results = tmp_path / "results"
-    results.mkdir()
-    (results / "operators-1.24.4.xml").write_text(junit({"test_contrib": "failed", "test_plain": "passed"}))
-    (results / "operators-1.32.0.xml").write_text(junit({"test_contrib": "passed", "test_plain": "passed"}))
+    run_suite(results, "operators-1.24.4", {"test_contrib": "failed", "test_plain": "passed"})
+    run_suite(results, "operators-1.32.0", {"test_contrib": "passed", "test_plain": "skipped"})
     (results / "steps.tsv").write_text("binary\t0\t1\n")
     (results / "binary.log").write_text("+0s ok: exports CreateEpFactories, ReleaseEpFactory\n")
 
@@ -202,7 +225,8 @@ def test_the_report_compares_the_operator_suite_between_cores(tmp_path: Path) ->
     report = (results / "report.md").read_text()
     assert "- `CUDA_BUILD_JOBS=16`: 16 cores" in report and "- `-DX=ON` in CMAKE_ARGS: why" in report
     assert "| binary | 0 | 1 | ok: exports CreateEpFactories, ReleaseEpFactory |" in report
-    assert "| operators-1.24.4 | 1 | 1 | 0 | 0 | 0 of 1 |" in report
-    assert "| operators-1.32.0 | 2 | 0 | 0 | 0 | 1 of 1 |" in report
-    assert "Cases whose outcome differs between runs: 1 of 2" in report
+    assert "| operators-1.24.4 | 1 | 1 | 0 | 0 of 1 |" in report
+    assert "| operators-1.32.0 | 1 | 0 | 1 | 1 of 1 |" in report
+    assert "Cases whose outcome differs between runs: 2 of 2" in report
     assert "- TestCudaPluginEP.test_contrib: operators-1.24.4: failed; operators-1.32.0: passed" in report
+    assert "- operators-1.24.4: TestCudaPluginEP.test_contrib: AssertionError: wrong" in report

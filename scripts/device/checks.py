@@ -18,7 +18,6 @@ import re
 import subprocess
 import sys
 import warnings
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipe"
@@ -82,18 +81,20 @@ def contrib_cases(suite: Path) -> set[str]:
     return cases
 
 
-def junit_outcomes(path: Path) -> dict[str, tuple[str, str]]:
-    """case -> (outcome, first line of its message)."""
-    outcomes = {}
-    for case in ET.parse(path).getroot().iter("testcase"):
-        name = f"{case.get('classname', '').rsplit('.', 1)[-1]}.{case.get('name')}"
-        outcome, message = "passed", ""
-        for child in case:
-            if child.tag in ("failure", "error", "skipped"):
-                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
-                message = (child.get("message") or child.text or "").strip().splitlines()[:1]
-                message = message[0][:200] if message else ""
-        outcomes[name] = (outcome, message)
+# a case's line in the log case_log.py writes: `PATH::Class::test: PHASE OUTCOME[: MESSAGE]`
+CASE_LINE = re.compile(r"^\S+::(\w+)::(\w+): \S+ (passed|failed|skipped)(?:: (.*))?$")
+# and the line it writes before it ends a worker whose case ran past its limit
+STUCK_LINE = re.compile(r"^\S+::(\w+)::(\w+) is (still running after \S+ s)")
+
+
+def case_outcomes(path: Path) -> dict[str, tuple[str, str]]:
+    """Class.case -> (outcome, first line of its message); a case that failed in any phase failed."""
+    outcomes: dict[str, tuple[str, str]] = {}
+    for line in path.read_text(errors="replace").splitlines():
+        if match := STUCK_LINE.match(line):
+            outcomes[f"{match[1]}.{match[2]}"] = ("failed", match[3])
+        elif (match := CASE_LINE.match(line)) and outcomes.get(f"{match[1]}.{match[2]}", ("",))[0] != "failed":
+            outcomes[f"{match[1]}.{match[2]}"] = (match[3], (match[4] or "")[:200])
     return outcomes
 
 
@@ -149,23 +150,23 @@ def report(top: Path) -> int:
     for row in (steps.read_text().splitlines() if steps.exists() else []):
         name, status, seconds = row.split("\t")
         lines.append(f"| {name} | {status} | {seconds} | {_evidence(results / f'{name}.log')} |")
-    suites = {xml.stem: junit_outcomes(xml) for xml in sorted(results.glob("operators-*.xml"))}
+    suites = {log.stem: case_outcomes(log) for log in sorted(results.glob("operators-*.cases"))}
     if suites:
         source_tree = top / "work" / "src"
         contrib = contrib_cases(source_tree / OPERATOR_SUITE) if (source_tree / OPERATOR_SUITE).exists() else set()
         lines += ["", "## Operator suite per core", "",
-                  "| run | passed | failed | error | skipped | com.microsoft cases passed |", "|---|---|---|---|---|---|"]
+                  "| run | passed | failed | skipped | com.microsoft cases passed |", "|---|---|---|---|---|"]
         for run, outcomes in suites.items():
-            counts = {k: sum(1 for o, _ in outcomes.values() if o == k) for k in ("passed", "failed", "error", "skipped")}
+            counts = {k: sum(1 for o, _ in outcomes.values() if o == k) for k in ("passed", "failed", "skipped")}
             ms = [o for name, (o, _) in outcomes.items() if name.rsplit(".", 1)[-1] in contrib]
-            lines.append(f"| {run} | {counts['passed']} | {counts['failed']} | {counts['error']} | {counts['skipped']} "
+            lines.append(f"| {run} | {counts['passed']} | {counts['failed']} | {counts['skipped']} "
                          f"| {ms.count('passed')} of {len(ms)} |")
         names = sorted(set().union(*suites.values()))
         differing = [n for n in names if len({suites[r].get(n, ('absent', ''))[0] for r in suites}) > 1]
         lines += ["", f"Cases whose outcome differs between runs: {len(differing)} of {len(names)}", ""]
         for name in differing:
             lines.append(f"- {name}: " + "; ".join(f"{r}: {suites[r].get(name, ('absent', ''))[0]}" for r in suites))
-        failing = sorted({(r, n, m) for r, o in suites.items() for n, (k, m) in o.items() if k in ("failed", "error")})
+        failing = sorted({(r, n, m) for r, o in suites.items() for n, (k, m) in o.items() if k == "failed"})
         if failing:
             lines += ["", "Failures:", ""] + [f"- {r}: {n}: {m}" for r, n, m in failing]
     (results / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -229,6 +229,11 @@ core_steps() {
     ( cd "${RECIPE_DIR}" && run_step "load-${version}" 300 "${with_cudnn[@]}" "${load_test[@]}" )
     ( cd "${RECIPE_DIR}" && run_step "cudnn-loaded-${version}" 300 "${without_cudnn[@]}" \
         python3 "${here}/checks.py" cudnn-loaded "${library}" )
+    # the load test again in a process that imported torch first, as the operator suite's processes do: on
+    # the 1.30.0 core the load test passed while every suite case that ran one of the plugin's own kernels
+    # failed or hung (2026-12-01, third run)
+    ( cd "${RECIPE_DIR}" && run_step "load-after-torch-${version}" 150 "${with_cudnn[@]}" \
+        PYTHONPATH="${work}/torch-first:${site}:${work}/test-site" "${load_test[@]}" )
     if [[ "${version}" == "$(plan_get cores newest)" ]]; then
         # the load test once more with the driver's kernel cache off: as slow as the first when its time
         # goes to compiling the library's PTX for this GPU, as fast as the second when it goes elsewhere
@@ -240,24 +245,23 @@ core_steps() {
     run_step "autoregistration-${version}" 300 "${with_cudnn[@]}" python3 "${here}/checks.py" autoregistration
 }
 
-# upstream's operator suite, one line per case: cuDNN comes with torch, which the suite imports first. The
-# cases run in one xdist worker, in the suite's order; a case still running after 120 s (the slowest seen
-# took 71 s) gets its Python stacks dumped and its worker ended, and xdist records it as failed and goes on
-# with the next case in a new worker, so one hung case no longer costs the rest of the suite (on the
-# 1.30.0 core, one did). The suite stamps most models with the newest opset its onnx knows, which a core
-# older than that onnx refuses at load unless ALLOW_RELEASED_ONNX_OPSET_ONLY=0
-# (onnxruntime/core/graph/model_load_utils.h): 13 of the 1.24.4 core's 15 failures on 2026-12-01. The
-# step's limit leaves the 30 minutes of device time room for the build (about 1000 s) and the machine's
-# start.
+# upstream's operator suite: cuDNN comes with torch, which the suite imports first. The cases run in one
+# xdist worker, in the suite's order. case_log.py writes each case's outcome and failure to
+# results/NAME.cases as it ends, and a case still running after 120 s (the slowest seen took 77 s) gets its
+# Python and native stacks written there and its worker ended; xdist records it as failed and goes on with
+# the next case in a new worker. On the 1.30.0 core cases hung four times in one run. The suite stamps most
+# models with the newest opset its onnx knows, which a core older than that onnx refuses at load unless
+# ALLOW_RELEASED_ONNX_OPSET_ONLY=0 (onnxruntime/core/graph/model_load_utils.h). The step's limit leaves the
+# 30 minutes of device time room for the build (about 1100 s) and the machine's start.
 operator_suite() {
     local name="$1" version="$2"
     shift 2
     run_step "${name}" 420 env -C "${SRC_DIR}/onnxruntime/test/python/transformers" "$@" \
         ORT_TEST_CUDA_PLUGIN_EP=1 ORT_CUDA_PLUGIN_PATH="$(library_of "${version}")" ALLOW_RELEASED_ONNX_OPSET_ONLY=0 \
-        ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION=1 PYTHONPATH="$(site_of "${version}"):${work}/test-site" \
-        LD_LIBRARY_PATH="${cuda_runtime}:${LD_LIBRARY_PATH:-}" \
-        python3 -m pytest -v -p no:cacheprovider -n 1 --timeout=120 --timeout-method=thread --durations=10 \
-        --junitxml="${results}/${name}.xml" test_cuda_plugin_ep.py
+        ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION=1 PYTHONPATH="$(site_of "${version}"):${work}/test-site:${here}" \
+        LD_LIBRARY_PATH="${cuda_runtime}:${LD_LIBRARY_PATH:-}" CASE_LOG="${results}/${name}.cases" \
+        python3 -m pytest -v -p no:cacheprovider -p case_log -n 1 --max-worker-restart=100 --timeout=120 \
+        --durations=10 test_cuda_plugin_ep.py
 }
 
 run_tests() {
@@ -267,6 +271,8 @@ run_tests() {
     chmod +x "${work}/bin/python"
     python3 -m pip install -q --no-index --no-deps --no-compile --target "${work}/test-site" \
         "${stage}"/wheels/pyelftools-*.whl "${stage}"/wheels/pefile-*.whl "${stage}"/wheels/onnx-*.whl
+    mkdir -p "${work}/torch-first"
+    echo "import torch" >"${work}/torch-first/sitecustomize.py"
     # JIT-compiled PTX is kept across the test processes
     export CUDA_CACHE_PATH="${work}/nvcache" CUDA_CACHE_MAXSIZE=4294967296
     run_step binary 120 env PYTHONPATH="${work}/test-site" python3 "${RECIPE_DIR}/check_plugin_binary.py" \

@@ -219,12 +219,15 @@ def test_the_report_compares_the_operator_suite_between_cores(tmp_path: Path) ->
     run_suite(results, "operators-1.32.0", {"test_contrib": "passed", "test_plain": "skipped"})
     (results / "steps.tsv").write_text("binary\t0\t1\n")
     (results / "binary.log").write_text("+0s ok: exports CreateEpFactories, ReleaseEpFactory\n")
+    (results / "progress.txt").write_text("10:00:00 binary: started, limit 120 s\n10:00:01 binary: exit 0 after 1 s\n"
+                                          "10:00:01 operators-1.30.0: started, limit 420 s\n")
 
     assert checks.main(["report", str(tmp_path)]) == 0
 
     report = (results / "report.md").read_text()
     assert "- `CUDA_BUILD_JOBS=16`: 16 cores" in report and "- `-DX=ON` in CMAKE_ARGS: why" in report
     assert "| binary | 0 | 1 | ok: exports CreateEpFactories, ReleaseEpFactory |" in report
+    assert "| operators-1.30.0 | running | | (no log) |" in report  # started, not ended when the report was made
     assert "| operators-1.24.4 | 1 | 1 | 0 | 0 of 1 |" in report
     assert "| operators-1.32.0 | 1 | 0 | 1 | 1 of 1 |" in report
     assert "Cases whose outcome differs between runs: 2 of 2" in report

@@ -147,9 +147,13 @@ def report(top: Path) -> int:
               f"- library: {_last_line(results / 'progress.txt', 'build: .* bytes')}",
               "", "## Steps", "", "| step | exit | seconds | what its log says |", "|---|---|---|---|"]
     steps = results / "steps.tsv"
-    for row in (steps.read_text().splitlines() if steps.exists() else []):
-        name, status, seconds = row.split("\t")
+    ended = [row.split("\t") for row in (steps.read_text().splitlines() if steps.exists() else [])]
+    for name, status, seconds in ended:
         lines.append(f"| {name} | {status} | {seconds} | {_evidence(results / f'{name}.log')} |")
+    progress = results / "progress.txt"
+    started = re.findall(r"^\S+ (\S+): started, limit", progress.read_text(), re.M) if progress.exists() else []
+    for name in [name for name in started if name not in {row[0] for row in ended}]:
+        lines.append(f"| {name} | running | | {_evidence(results / f'{name}.log')} |")
     suites = {log.stem: case_outcomes(log) for log in sorted(results.glob("operators-*.cases"))}
     if suites:
         source_tree = top / "work" / "src"

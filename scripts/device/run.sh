@@ -96,12 +96,12 @@ run_step() {
 
 dump_native_stacks() {
     local session="$1" pid
-    echo "=== native stacks of session ${session} at its time limit"
+    echo "=== native stacks of the Python processes of session ${session} at its time limit"
     if ! command -v cuda-gdb >/dev/null; then
         echo "no cuda-gdb on this machine: no native stacks"
         return 0
     fi
-    for pid in $(pgrep -s "${session}"); do
+    for pid in $(pgrep -s "${session}" python); do
         echo "--- $(tr '\0' ' ' <"/proc/${pid}/cmdline" 2>/dev/null | cut -c1-200)"
         timeout 60 cuda-gdb -q -batch -p "${pid}" -ex 'thread apply all bt 25' 2>&1 | grep -E '^(#|Thread)' | head -400
     done

@@ -33,8 +33,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             log.write(f"{report.nodeid}: {report.when} {report.outcome}\n")
             return
         crash = getattr(report.longrepr, "reprcrash", None)
-        message = crash.message if crash else report.longreprtext.strip().splitlines()[-1]
-        log.write(f"{report.nodeid}: {report.when} failed: {message.splitlines()[0]}\n")
+        # the exception's first line; a worker that died leaves only a text, whose last line says so
+        first = crash.message.splitlines()[:1] if crash else report.longreprtext.strip().splitlines()[-1:]
+        log.write(f"{report.nodeid}: {report.when} failed: {''.join(first)}\n")
         text = [report.longreprtext] + [f"--- {section}\n{body}" for section, body in report.sections]
         log.write("".join(f"    {line}\n" for block in text for line in block.splitlines()))
 

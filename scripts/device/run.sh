@@ -291,11 +291,6 @@ run_tests() {
         core_steps "${version}" & lanes+=($!)
     done
     wait "${lanes[@]}" || true
-    # the source core's suite once more if it failed, now that nothing else runs on the GPU and the kernel
-    # cache is warm: the same failures again belong to that core; failures gone came from the other lanes
-    if [[ "$(awk -F '\t' -v step="operators-${source}" '$1 == step {print $2}' "${results}/steps.tsv")" != 0 ]]; then
-        operator_suite "operators-${source}-alone" "${source}"
-    fi
     note "nvcache: $(du -sm "${CUDA_CACHE_PATH}" 2>/dev/null | cut -f1) MiB of JIT-compiled kernels"
 }
 

@@ -91,10 +91,14 @@ def case_outcomes(path: Path) -> dict[str, tuple[str, str]]:
     """Class.case -> (outcome, first line of its message); a case that failed in any phase failed."""
     outcomes: dict[str, tuple[str, str]] = {}
     for line in path.read_text(errors="replace").splitlines():
-        if match := STUCK_LINE.match(line):
-            outcomes[f"{match[1]}.{match[2]}"] = ("failed", match[3])
-        elif (match := CASE_LINE.match(line)) and outcomes.get(f"{match[1]}.{match[2]}", ("",))[0] != "failed":
-            outcomes[f"{match[1]}.{match[2]}"] = (match[3], (match[4] or "")[:200])
+        match = STUCK_LINE.match(line) or CASE_LINE.match(line)
+        if not match:
+            continue
+        name = f"{match[1]}.{match[2]}"
+        if match.re is STUCK_LINE:
+            outcomes[name] = ("failed", match[3])
+        elif outcomes.get(name, ("",))[0] != "failed":
+            outcomes[name] = (match[3], (match[4] or "")[:200])
     return outcomes
 
 
@@ -152,7 +156,8 @@ def report(top: Path) -> int:
         lines.append(f"| {name} | {status} | {seconds} | {_evidence(results / f'{name}.log')} |")
     progress = results / "progress.txt"
     started = re.findall(r"^\S+ (\S+): started, limit", progress.read_text(), re.M) if progress.exists() else []
-    for name in [name for name in started if name not in {row[0] for row in ended}]:
+    finished = {row[0] for row in ended}
+    for name in [name for name in started if name not in finished]:
         lines.append(f"| {name} | running | | {_evidence(results / f'{name}.log')} |")
     suites = {log.stem: case_outcomes(log) for log in sorted(results.glob("operators-*.cases"))}
     if suites:

@@ -245,8 +245,10 @@ core_steps() {
     run_step "autoregistration-${version}" 300 "${with_cudnn[@]}" python3 "${here}/checks.py" autoregistration
 }
 
-# upstream's operator suite: cuDNN comes with torch, which the suite imports first. The cases run in one
-# xdist worker, in the suite's order. case_log.py writes each case's outcome and failure to
+# upstream's operator suite, in WORKERS pytest-xdist workers: cuDNN comes with torch, which the suite imports
+# first. One worker runs the cases in the suite's order; the source core's suite gets four, since its cases
+# hung (below) and each hang holds a worker for 120 s; the third run showed the hangs with the GPU otherwise
+# idle, so more workers do not cause them. case_log.py writes each case's outcome and failure to
 # results/NAME.cases as it ends, and a case still running after 120 s (the slowest seen took 77 s) gets its
 # Python and native stacks written there and its worker ended; xdist records it as failed and goes on with
 # the next case in a new worker. On the 1.30.0 core cases hung four times in one run. The suite stamps most
@@ -254,13 +256,13 @@ core_steps() {
 # ALLOW_RELEASED_ONNX_OPSET_ONLY=0 (onnxruntime/core/graph/model_load_utils.h). The step's limit leaves the
 # 30 minutes of device time room for the build (about 1100 s) and the machine's start.
 operator_suite() {
-    local name="$1" version="$2"
-    shift 2
+    local name="$1" version="$2" workers="$3"
+    shift 3
     run_step "${name}" 420 env -C "${SRC_DIR}/onnxruntime/test/python/transformers" "$@" \
         ORT_TEST_CUDA_PLUGIN_EP=1 ORT_CUDA_PLUGIN_PATH="$(library_of "${version}")" ALLOW_RELEASED_ONNX_OPSET_ONLY=0 \
         ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION=1 PYTHONPATH="$(site_of "${version}"):${work}/test-site:${here}" \
         LD_LIBRARY_PATH="${cuda_runtime}:${LD_LIBRARY_PATH:-}" CASE_LOG="${results}/${name}.cases" \
-        python3 -m pytest -v -p no:cacheprovider -p case_log -n 1 --max-worker-restart=100 --timeout=120 \
+        python3 -m pytest -v -p no:cacheprovider -p case_log -n "${workers}" --max-worker-restart=100 --timeout=120 \
         --durations=10 test_cuda_plugin_ep.py
 }
 
@@ -283,10 +285,10 @@ run_tests() {
         core_prefix "${version}"
     done
     local lanes=()
-    operator_suite "operators-${source}" "${source}" & lanes+=($!)
-    operator_suite "operators-${newest}" "${newest}" & lanes+=($!)
-    operator_suite "operators-without-cudnn-${newest}" "${newest}" ORT_TEST_CUDA_PLUGIN_NO_CUDNN=1 & lanes+=($!)
-    operator_suite "operators-${floor}" "${floor}" & lanes+=($!)
+    operator_suite "operators-${source}" "${source}" 4 & lanes+=($!)
+    operator_suite "operators-${newest}" "${newest}" 1 & lanes+=($!)
+    operator_suite "operators-without-cudnn-${newest}" "${newest}" 1 ORT_TEST_CUDA_PLUGIN_NO_CUDNN=1 & lanes+=($!)
+    operator_suite "operators-${floor}" "${floor}" 1 & lanes+=($!)
     for version in $(printf '%s\n' "${floor}" "${source}" "${newest}" | sort -u); do
         core_steps "${version}" & lanes+=($!)
     done

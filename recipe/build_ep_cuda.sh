@@ -42,8 +42,12 @@ if [[ "${source_min_version}" != "${ORT_MIN_CORE_VERSION}" ]]; then
 fi
 
 # the plugin exports CreateEpFactories and ReleaseEpFactory alone: ONNX Runtime's static libraries,
-# libstdc++'s templates and cuFFT's stubs would otherwise add their symbols (plugin_exports.map says why)
-export LDFLAGS="${LDFLAGS:-} -Wl,--version-script=${RECIPE_DIR}/plugin_exports.map"
+# libstdc++'s templates and cuFFT's stubs would otherwise add their symbols (plugin_exports.map says why).
+# -z nodelete: once loaded, the library stays loaded until the process ends. The 1.30.0 core registers a
+# plugin by loading it, unloading it and loading it again; where something else in the process keeps the
+# CUDA runtime loaded (torch imported first), every kernel of the reloaded plugin then failed or hung
+# (docs/gpu-runs/2026-12-01-fourth-run.md).
+export LDFLAGS="${LDFLAGS:-} -Wl,--version-script=${RECIPE_DIR}/plugin_exports.map -Wl,-z,nodelete"
 
 # how many compiles at once: the recipe's cap, the runner's cores, and what its memory holds at
 # NVCC_GB_PER_THREAD for each of the NVCC_THREADS threads of a compile (config/feedstock.yaml says why)

@@ -372,7 +372,9 @@ def test_plugin_build_configures_the_plugin_alone(tmp_path, source_tree):
         assert flag in configure, f"{flag} missing from {configure}"
     assert not any("KLEIDIAI" in arg or "Iconv" in arg for arg in configure)
     (configure_call,) = [call for call in tools.calls("cmake") if call["args"][:1] == ["-S"]]
-    assert f"-Wl,--version-script={RECIPE}/plugin_exports.map" in configure_call["env"]["LDFLAGS"].split()
+    ldflags = configure_call["env"]["LDFLAGS"].split()
+    assert f"-Wl,--version-script={RECIPE}/plugin_exports.map" in ldflags
+    assert "-Wl,-z,nodelete" in ldflags  # what test_load_script.py shows the cores need
 
 
 def test_plugin_reports_upstreams_plugin_version_not_the_package_version(tmp_path, source_tree):

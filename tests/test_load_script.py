@@ -1,9 +1,11 @@
-"""recipe/test_plugin_load.py, run for real against ONNX Runtime cores and plugin EP wheels from PyPI."""
+"""Plugin libraries loaded into real ONNX Runtime cores from PyPI: recipe/test_plugin_load.py with the plugin EP
+wheels, and how the cores load a library linked as build_ep_cuda.sh links the plugin."""
 
 from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +23,8 @@ LOAD_REQUIREMENTS = ["onnx==1.23.2", "numpy"]
 FLOOR_CORE = f"onnxruntime=={FLOOR_CORE_VERSION}"
 # The webgpu plugin refuses cores older than its floor, 1.24.4, at registration.
 BELOW_FLOOR_CORE = "onnxruntime==1.24.1"
+# registers a plugin by loading it, unloading it and loading it again (docs/gpu-runs/2026-12-01-fourth-run.md)
+RELOADING_CORE = "onnxruntime==1.30.0"
 CORE_FAILURE = "onnxruntime.capi.onnxruntime_pybind11_state.Fail: [ONNXRuntimeError] : 1 : FAIL : "
 
 pytestmark = [
@@ -37,6 +41,11 @@ def floor_core() -> Path:
 @pytest.fixture(scope="session")
 def newest_core() -> Path:
     return python_env("load-newest-core", [f"onnxruntime=={NEWEST_CORE}", *LOAD_REQUIREMENTS])
+
+
+@pytest.fixture(scope="session")
+def reloading_core() -> Path:
+    return python_env("load-reloading-core", [RELOADING_CORE, *LOAD_REQUIREMENTS])
 
 
 @pytest.fixture(scope="session")
@@ -113,3 +122,55 @@ def test_load_gives_up_with_every_threads_stack_past_its_time_limit(newest_core,
     assert "Timeout (0:00:02)!" in result.stderr
     assert f'File "{LOAD}", line' in result.stderr and "in check_plugin" in result.stderr
     assert "register " not in result.stdout
+
+
+# --- the plugin stays loaded once a core has loaded it
+
+# A plugin that offers no factory, and writes "init" and "fini" to the file LOAD_EVENTS names when it is
+# loaded and unloaded.
+EVENT_PLUGIN = r"""
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+static void event(const char *what) {
+    FILE *log = fopen(getenv("LOAD_EVENTS"), "a");
+    fprintf(log, "%s\n", what);
+    fclose(log);
+}
+__attribute__((constructor)) static void loaded(void) { event("init"); }
+__attribute__((destructor)) static void unloaded(void) { event("fini"); }
+__attribute__((visibility("default"))) void *CreateEpFactories(const char *name, const void *api, const void *logger,
+        void **factories, size_t max_factories, size_t *count) { *count = 0; return NULL; }
+__attribute__((visibility("default"))) void *ReleaseEpFactory(void *factory) { return NULL; }
+"""
+REGISTER = """
+import sys, onnxruntime
+onnxruntime.register_execution_provider_library("events", sys.argv[1])
+with open(sys.argv[2], "a") as log:
+    log.write("registered\\n")
+"""
+
+
+def load_events(core: Path, tmp_path: Path, *link_flags: str) -> list[str]:
+    """What the library saw, in order, while the core registered it."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("needs gcc to build the library the cores load")
+    source, library, events = tmp_path / "plugin.c", tmp_path / "libevents.so", tmp_path / "events"
+    source.write_text(EVENT_PLUGIN)
+    subprocess.run([gcc, "-shared", "-fPIC", "-fvisibility=hidden", str(source), "-o", str(library), *link_flags],
+                   check=True)
+    result = run(core, "-c", REGISTER, str(library), str(events), env={"LOAD_EVENTS": str(events)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    return events.read_text().split()
+
+
+def test_the_reloading_core_unloads_a_plugin_while_it_registers_it(reloading_core, tmp_path):
+    assert load_events(reloading_core, tmp_path)[:4] == ["init", "fini", "init", "registered"]
+
+
+@pytest.mark.parametrize("core", ["floor_core", "reloading_core", "newest_core"])
+def test_linked_as_the_recipe_links_the_plugin_each_core_loads_it_once(request, core, tmp_path):
+    # the flag build_ep_cuda.sh adds to LDFLAGS
+    events = load_events(request.getfixturevalue(core), tmp_path, "-Wl,-z,nodelete")
+    assert events[:2] == ["init", "registered"]

@@ -147,6 +147,10 @@ def test_the_plugin_link_exports_only_what_the_recipes_export_list_names(plugin_
     assert [Path(flag.split("=", 1)[1]).name for flag in version_scripts] == ["plugin_exports.map"]
 
 
+def test_the_plugin_link_keeps_the_library_loaded_until_the_process_ends(plugin_rehearsal: dict) -> None:
+    assert "-Wl,-z,nodelete" in plugin_rehearsal["link_line"].split()
+
+
 def test_the_plugin_link_produces_the_library_the_recipe_ships(plugin_rehearsal: dict) -> None:
     library = Path(CONFIG.outputs.plugin.library.unix).name
     assert re.search(rf"-o {re.escape(library)}\b", plugin_rehearsal["link_line"])

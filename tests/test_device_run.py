@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -178,7 +179,7 @@ CASE_BODIES = {"passed": "pass", "failed": "print('FAIL (the core said no)'); as
                "skipped": "raise unittest.SkipTest('no')", "hangs": "time.sleep(300)"}
 
 
-def run_suite(folder: Path, name: str, cases: dict[str, str], limit: int = 3) -> Path:
+def run_suite(folder: Path, name: str, cases: dict[str, str], limit: int = 3, workers: int = 1) -> Path:
     """CASES (name -> passed, failed, skipped or hangs) as one unittest class, run by pytest the way run.sh
     runs upstream's operator suite; returns the log case_log.py wrote."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -187,7 +188,7 @@ def run_suite(folder: Path, name: str, cases: dict[str, str], limit: int = 3) ->
             f"    def {case}(self):\n        {CASE_BODIES[outcome]}\n" for case, outcome in cases.items()))
     log = folder / f"{name}.cases"
     env = {**os.environ, "CASE_LOG": str(log), "PYTHONPATH": str(DEVICE)}
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "case_log", "-n", "1",
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "case_log", "-n", str(workers),
                     "--max-worker-restart=100", f"--timeout={limit}", "test_cuda_plugin_ep.py"],
                    cwd=folder, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=240)
     return log
@@ -203,6 +204,18 @@ def test_the_case_log_keeps_each_failure_and_a_hung_case_stacks_and_the_suite_go
     text = log.read_text()
     assert "    FAIL (the core said no)" in text  # what the failing case printed
     assert 'test_cuda_plugin_ep.py", line 6 in test_b' in text  # the hung case's Python stack
+
+
+def test_cases_stuck_in_two_workers_at_once_each_keep_their_own_stacks(tmp_path: Path) -> None:
+    log = run_suite(tmp_path, "operators", {"test_a": "hangs", "test_b": "hangs"}, limit=2, workers=2)
+
+    # each case's header, then its stacks, up to the next case's line
+    blocks = re.split(r"^(?=\S*test_cuda_plugin_ep\.py::)", log.read_text(), flags=re.MULTILINE)
+    stuck = {re.search(r"::(test_\w+) is still running", block)[1]: block for block in blocks
+             if " is still running after 2 s" in block}
+    assert set(stuck) == {"test_a", "test_b"}
+    for case, block in stuck.items():
+        assert re.findall(r'test_cuda_plugin_ep\.py", line \d+ in (test_\w+)', block) == [case]
 
 
 def test_the_report_compares_the_operator_suite_between_cores(tmp_path: Path) -> None:

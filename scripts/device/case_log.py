@@ -13,6 +13,7 @@ import faulthandler
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 
 import pytest
@@ -41,13 +42,20 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def _stuck(nodeid: str, seconds: float) -> None:
-    with _log() as log:
-        log.write(f"{nodeid} is still running after {seconds:g} s: its stacks follow, then its worker exits\n")
-        log.flush()
-        faulthandler.dump_traceback(log, all_threads=True)
+    # The stacks are gathered first and appended in one write, so that the stacks of workers stuck at the
+    # same time do not interleave in the log (cuda-gdb takes seconds).
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as stacks:
+        faulthandler.dump_traceback(stacks, all_threads=True)
+        stacks.flush()
         if shutil.which("cuda-gdb"):
             subprocess.run(["cuda-gdb", "-q", "-batch", "-p", str(os.getpid()), "-ex", "thread apply all bt 25"],
-                           stdout=log, stderr=subprocess.STDOUT, timeout=90, check=False)
+                           stdout=stacks, stderr=subprocess.STDOUT, timeout=90, check=False)
+        stacks.seek(0)
+        text = f"{nodeid} is still running after {seconds:g} s: its stacks follow, then its worker exits\n"
+        text += stacks.read()
+    log = os.open(os.environ["CASE_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.write(log, text.encode())
+    os.close(log)
     os._exit(1)
 
 

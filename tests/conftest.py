@@ -33,6 +33,15 @@ def shared() -> Path:
 
 
 @pytest.fixture(scope="session")
+def gcc() -> str:
+    """The C compiler that builds the ELF libraries some tests load or audit."""
+    compiler = shutil.which("gcc")
+    if compiler is None or sys.platform != "linux":
+        pytest.skip("needs gcc on linux to build ELF libraries")
+    return compiler
+
+
+@pytest.fixture(scope="session")
 def conda_smithy(request: pytest.FixtureRequest) -> "Smithy":
     """The real conda-smithy in its own cached environment (tests/support/smithy.py)."""
     if not SHARED.is_dir():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -41,14 +40,6 @@ class FakePlugin:
 @pytest.fixture(scope="session")
 def audit_python() -> Path:
     return python_env("plugin-audit", AUDIT_REQUIREMENTS)
-
-
-@pytest.fixture(scope="session")
-def gcc() -> str:
-    compiler = shutil.which("gcc")
-    if compiler is None or sys.platform != "linux":
-        pytest.skip("needs gcc on linux to build the ELF libraries these tests audit")
-    return compiler
 
 
 @pytest.fixture(scope="session")

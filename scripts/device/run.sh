@@ -247,14 +247,14 @@ core_steps() {
 
 # upstream's operator suite, in WORKERS pytest-xdist workers: cuDNN comes with torch, which the suite imports
 # first. One worker runs the cases in the suite's order; the source core's suite gets four, since its cases
-# hung (below) and each hang holds a worker for 120 s; the third run showed the hangs with the GPU otherwise
-# idle, so more workers do not cause them. case_log.py writes each case's outcome and failure to
-# results/NAME.cases as it ends, and a case still running after 120 s (the slowest seen took 77 s) gets its
-# Python and native stacks written there and its worker ended; xdist records it as failed and goes on with
-# the next case in a new worker. On the 1.30.0 core cases hung four times in one run. The suite stamps most
-# models with the newest opset its onnx knows, which a core older than that onnx refuses at load unless
-# ALLOW_RELEASED_ONNX_OPSET_ONLY=0 (onnxruntime/core/graph/model_load_utils.h). The step's limit leaves the
-# 30 minutes of device time room for the build (about 1100 s) and the machine's start.
+# hung and each hang holds a worker for 120 s (the 1.30.0 core reloading the plugin in a torch process,
+# docs/gpu-runs/2026-12-01-fourth-run.md; more workers do not cause the hangs). case_log.py writes each case's
+# outcome and failure to results/NAME.cases as it ends, and a case still running after 120 s (the slowest seen
+# took 77 s) gets its Python and native stacks written there and its worker ended; xdist records it as failed
+# and goes on with the next case in a new worker. The suite stamps most models with the newest opset its onnx
+# knows, which a core older than that onnx refuses at load unless ALLOW_RELEASED_ONNX_OPSET_ONLY=0
+# (onnxruntime/core/graph/model_load_utils.h). The step's limit leaves the 30 minutes of device time room for
+# the build (about 1100 s) and the machine's start.
 operator_suite() {
     local name="$1" version="$2" workers="$3"
     shift 3

@@ -82,8 +82,9 @@ def _run(command: list[str], cwd: Path) -> None:
         raise PackError(f"{' '.join(command)} exited {result.returncode}: {(result.stderr or result.stdout).strip()}")
 
 
-def build_plan(feedstock: Path) -> dict:
-    """The plugin as rattler-build evaluates it for linux-64 and CUDA 13.0, and the cores to test it with."""
+def build_plan(feedstock: Path, cost: bool = False) -> dict:
+    """The plugin as rattler-build evaluates it for linux-64 and CUDA 13.0, and the cores to test it with;
+    for a cost run (scripts/buildcost.py), the recipe's own settings with no device overrides."""
     try:
         recipe, _ = evaluate(feedstock, "onnxruntime-ep-cuda", CUDA, None)
     except RehearsalError as error:
@@ -96,7 +97,8 @@ def build_plan(feedstock: Path) -> dict:
         "script_env": recipe["build"]["script"]["env"],
         "patches": [str(p) for p in recipe["source"][0].get("patches", [])],
         "cores": {"floor": floor, "source": version, "newest": NEWEST_CORE},
-        "overrides": DEVICE_OVERRIDES,
+        "purpose": "cost" if cost else "test",
+        "overrides": {"env": {}, "cmake_args": []} if cost else DEVICE_OVERRIDES,
     }
 
 
@@ -114,6 +116,8 @@ def gather(upstream: Path, plan: dict, scratch: Path) -> tuple[dict[str, Path], 
     debs.mkdir()
     _run(["apt-get", "download", *DEBIAN_PACKAGES], debs)
     build |= {f"debs/{p.name}": p for p in sorted(debs.glob("*.deb"))}
+    if plan["purpose"] == "cost":
+        return build, {}
     wheels = scratch / "wheels"
     cores = [f"onnxruntime=={v}" for v in sorted(set(plan["cores"].values()))]
     for requirement in [*cores, *TEST_TOOLS]:  # one at a time: pip refuses two versions of one project
@@ -165,9 +169,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--mirror", type=Path, default=mirror_folder(os.environ),
                         help="the mirror folder (default: ORT_SOURCE_MIRROR, else ../shared/upstream)")
     parser.add_argument("--dest", type=Path, default=bootstrap.REPO / ".device", help="where the bundles go")
+    parser.add_argument("--cost", action="store_true",
+                        help="a cost run: the recipe's own settings, a sample of nvcc units compiled, no tests")
     args = parser.parse_args(argv)
     try:
-        plan = build_plan(bootstrap.REPO)
+        plan = build_plan(bootstrap.REPO, args.cost)
         if args.mirror is None:
             raise PackError("no mirror folder: name one with --mirror or ORT_SOURCE_MIRROR")
         with tempfile.TemporaryDirectory() as scratch:

@@ -5,9 +5,10 @@
 # writes, one per call:
 #   run.sh stage BUNDLE   copy a carried bundle into the machine's staging folder
 #   run.sh start          run the pipeline detached (it outlives the call); it waits for its inputs,
-#                         builds the plugin, then runs every test step under its own time limit
+#                         builds the plugin, then runs every test step under its own time limit (for a
+#                         cost run, plan.json's purpose "cost": measures a sample of nvcc units instead)
 #   run.sh wait SECONDS   print progress until the pipeline ends or SECONDS pass, then copy
-#                         report.md and logs.tar.gz into $OUT
+#                         report.md, logs.tar.gz and a cost run's measurements.json into $OUT
 #   run.sh step NAME SECONDS COMMAND...   one test step as the pipeline runs it (used by the tests)
 # README.md ("Building and testing the plugin on a GPU") gives the calls. GPU_RUN_DIR (default
 # /tmp/gpu-run) holds the staging folder, the work tree and the results.
@@ -296,9 +297,34 @@ run_tests() {
     note "nvcache: $(du -sm "${CUDA_CACHE_PATH}" 2>/dev/null | cut -f1) MiB of JIT-compiled kernels"
 }
 
+# A cost run (pack.py --cost): build_ep_cuda.sh configures the plugin with the recipe's own settings and
+# stops before its build step, as in a rehearsal; buildcost.py then compiles a sample of the graph's nvcc
+# units, one piece per GPU target, 16 at a time, until COST_END_S after the pipeline started. Past that the
+# machine's 30 minutes leave room only for the measurement file's way back (README.md, "What a release costs").
+COST_END_S=1400
+
+measure_cost() {
+    local started="$1" targets="${work}/build_targets.txt"
+    prepare_build
+    # shellcheck disable=SC2016  # expanded by the step's own shell
+    run_step configure 600 env REHEARSAL_TARGETS_FILE="${targets}" \
+        bash -c 'cd "${SRC_DIR}" && exec bash "${RECIPE_DIR}/build_ep_cuda.sh"'
+    local seconds=$(( started + COST_END_S - $(date +%s) )) target_args=()
+    while read -r target; do target_args+=(--target "${target}"); done <"${targets}"
+    run_step measure $(( seconds + 300 )) python3 "${top}/repo/scripts/buildcost.py" measure \
+        --build "${SRC_DIR}/$(plan_get script_env ORT_BUILD_DIR)" --source "${SRC_DIR}" "${target_args[@]}" \
+        --out "${results}/measurements.json" --seconds "${seconds}" --jobs "$(nproc)"
+}
+
 pipeline() {
+    local started
+    started="$(date +%s)"
     note "pipeline: waiting for the build's inputs"
     wait_for_inputs build_inputs
+    if [[ "$(plan_get purpose)" == cost ]]; then
+        measure_cost "${started}"
+        return 0
+    fi
     build
     if [[ ! -f "$(built_library)" ]]; then
         note "pipeline: no library built, so no test runs"
@@ -328,6 +354,7 @@ wait_for_pipeline() {
     done
     python3 "${here}/checks.py" report "${top}"
     cp "${results}/report.md" "${OUT}/"
+    [[ ! -f "${results}/measurements.json" ]] || cp "${results}/measurements.json" "${OUT}/"
     tar -czf "${OUT}/logs.tar.gz" -C "${top}" results
 }
 
@@ -354,7 +381,7 @@ case "${1:-}" in
         rm -rf "${top}/repo"
         mkdir -p "${top}/repo/scripts"
         cp -r "${repo}/recipe" "${top}/repo/"
-        cp -r "${here}" "${top}/repo/scripts/"
+        cp -r "${here}" "${repo}/scripts/buildcost.py" "${top}/repo/scripts/"
         setsid bash "${top}/repo/scripts/device/run.sh" pipeline >"${results}/pipeline.log" 2>&1 </dev/null &
         note "pipeline started"
         ;;

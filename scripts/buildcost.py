@@ -307,10 +307,10 @@ def measure_main(args: list[str]) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
     options = parser.parse_args(args)
     wanted = set(_ninja(options.build, "-t", "commands", *options.target).splitlines())
-    compiles = [e for e in json.loads(_ninja(options.build, "-t", "compdb")) if e["command"] in wanted]
+    compiles = [e for e in json.loads(_ninja(options.build, "-t", "compdb")) if e["command"] in wanted and " -c " in e["command"]]
     units = classify(compiles, options.source.resolve())
     sample = choose_sample(units)
-    by_source = {str(Path(e["file"]).relative_to(options.source.resolve())): e for e in compiles}
+    by_source = {str(Path(e["file"]).relative_to(options.source.resolve())): e for e in compiles if e["file"].endswith(".cu")}
     start = time.monotonic()
     print(f"{len(units)} nvcc units, {len(compiles) - len(units)} host compiles; sample of {len(sample)}", flush=True)
     prerequisites = _prerequisites(options.build, [by_source[u.source]["output"] for u in sample])

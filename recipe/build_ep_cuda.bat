@@ -54,6 +54,10 @@ set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_BUILD_UNIT_TESTS=OFF"
 for /f "usebackq tokens=1" %%v in ("plugin-ep-cuda\VERSION_NUMBER") do set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_PLUGIN_EP_VERSION=%%v"
 @rem nvcc --threads per compile job: with BUILD_JOBS jobs this bounds the runner's memory use
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_NVCC_THREADS=%NVCC_THREADS%"
+@rem no FP4 QMoE kernels, as on linux (build_ep_cuda.sh says why). With them off and MSVC as the host
+@rem compiler, ORT builds no SM90 TMA units (cmake/onnxruntime_providers_cuda_plugin.cmake), so the linux
+@rem script's ninja pool for them has nothing to hold here
+set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_USE_FP4_QMOE=OFF"
 @rem the recipe's list for this CUDA version, overriding the CUDAARCHS nvcc's activation sets; quoted for its semicolons
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% "-DCMAKE_CUDA_ARCHITECTURES=%CUDA_ARCHITECTURES%""
 @rem the build environment's nvcc, named the way upstream's tools/ci_build/build.py names it. Its folder

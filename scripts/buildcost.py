@@ -28,7 +28,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from statistics import mean
 
 # (kind, a pattern its source paths match): the first kind that matches a unit is its kind. The
 # paths are ONNX Runtime's at 1.30.0; a unit that matches none stops `classify`, so a new family
@@ -36,7 +35,7 @@ from statistics import mean
 KINDS = [
     ("SM90 FP4 MoE GEMM", r"contrib_ops/cuda/llm/moe_gemm/launchers/moe_gemm_tma_ws_sm90_fp4_"),
     ("SM90 MoE GEMM", r"contrib_ops/cuda/llm/moe_gemm/launchers/moe_gemm_tma_ws_sm90_"),
-    ("SM120 FP4 MoE GEMM", r"contrib_ops/cuda/llm/moe_gemm/launchers/moe_gemm_tma_ws_sm120_"),
+    ("SM120 MoE GEMM", r"contrib_ops/cuda/llm/moe_gemm/launchers/moe_gemm_tma_ws_sm120_"),
     ("SM80 MoE GEMM", r"contrib_ops/cuda/llm/moe_gemm/launchers/fused_moe_gemm_sm80_"),
     ("fpA_intB GEMM launchers", r"contrib_ops/cuda/llm/fpA_intB_gemm/launchers/"),
     ("fpA_intB GEMM and GEMV", r"contrib_ops/cuda/llm/fpA_intB_gem"),
@@ -224,6 +223,147 @@ def write_measurements(path: Path, header: dict, units: list[Unit], pieces: list
     record = header | {"units": [asdict(u) for u in units], "pieces": [asdict(p) for p in pieces]}
     path.write_text(json.dumps(record, indent=1) + "\n")
 
+
+
+# --- predicting (here)
+
+# The host objects (ORT's own .cc files and the dependencies it builds): the first whole build of the
+# plugin on the GPU machine (2026-12-01, 16 jobs) spent 5,243 CPU-s on 879 of them, by ninja's log.
+HOST_OBJECT_S = 5243 / 879
+# What the library holds besides its fatbins: onnxruntime-gpu 1.30.0's libonnxruntime_providers_cuda.so
+# (PyPI, manylinux_2_28_x86_64) is 272,049,904 bytes, 210,701,008 of them .nv_fatbin (`size -A`): the
+# same source's CUDA EP with its host code, as upstream builds it. An estimate for the plugin, which
+# also links ONNX Runtime's framework.
+HOST_CODE_BYTES = 272_049_904 - 210_701_008
+
+
+# The units of ORT's onnxruntime_providers_cuda_plugin_sm90_tma target, which the recipe compiles in a
+# ninja pool of their own (recipe/cmake/sm90_tma_job_pool.cmake)
+POOLED_KINDS = {"SM90 FP4 MoE GEMM", "SM90 MoE GEMM", "fpA_intB GEMM launchers"}
+
+
+@dataclass
+class Sizing:
+    """A runner and the recipe's rule for how many compiles run at once (build_ep_cuda.sh)."""
+    cores: int
+    memory_gib: float
+    build_jobs: int
+    nvcc_threads: int
+    gb_per_thread: float
+    pool_jobs: int  # of them, the most that compile POOLED_KINDS
+
+    @property
+    def jobs(self) -> int:
+        return max(1, min(self.build_jobs, self.cores, int(self.memory_gib // (self.nvcc_threads * self.gb_per_thread))))
+
+
+def _number(target: str) -> int:
+    return int(re.search(r"\d+", target).group())
+
+
+def job_targets(architectures: list[str]) -> list[str]:
+    """A config's list (`75-real`, `90-real`, `121` ...) as nvcc targets, the way ONNX Runtime compiles
+    it: SASS from 90 up arch-specific (sm_90a), a bare or -virtual entry's PTX as compute_NNN."""
+    targets = []
+    for entry in architectures:
+        number = _number(entry)
+        if not entry.endswith("-virtual"):
+            targets.append(f"sm_{number}{'a' if number >= 90 else ''}")
+        if not entry.endswith("-real"):
+            targets.append(f"compute_{number}")
+    return targets
+
+
+def unit_targets(unit: Unit, graph: list[str], job: list[str]) -> list[str]:
+    """The targets a unit compiles for in a job: those of the job's list within the unit's own range in
+    the measured graph, open-ended where the unit went to the graph's end (most units take the whole
+    list; ORT limits some to a range, such as SM90 or 120 and up)."""
+    own = [_number(t) for t in unit.targets if t.startswith("sm_")]
+    whole = [_number(t) for t in graph if t.startswith("sm_")]
+    low = float("-inf") if min(own) == min(whole) else min(own)
+    high = float("inf") if max(own) == max(whole) else max(own)
+    kept = [t for t in job if t.startswith("sm_") and low <= _number(t) <= high]
+    if any(t.startswith("compute_") for t in unit.targets):
+        kept += [t for t in job if t.startswith("compute_")]
+    return kept
+
+
+@dataclass
+class KindCost:
+    host_s: float  # the unit's host part, once
+    target_s: dict[str, float]  # CPU-s of one target's device code
+    target_bytes: dict[str, float]
+    peak_mib: float
+
+
+def kind_costs(pieces: list[dict]) -> dict[str, KindCost]:
+    done = [p for p in pieces if p["exit"] == 0]
+    costs = {}
+    for kind in {p["kind"] for p in done}:
+        mine = [p for p in done if p["kind"] == kind]
+        firsts = [p["host_s"] for p in mine if p["first"]] or [0.0]
+        per_target: dict[str, list[dict]] = {}
+        for piece in mine:
+            per_target.setdefault(piece["target"], []).append(piece)
+        costs[kind] = KindCost(
+            sum(firsts) / len(firsts),
+            {t: sum(p["cpu_s"] - (p["host_s"] if p["first"] else 0) for p in ps) / len(ps) for t, ps in per_target.items()},
+            {t: sum(p["fatbin_bytes"] for p in ps) / len(ps) for t, ps in per_target.items()},
+            max(p["peak_mib"] for p in mine))
+    return costs
+
+
+def _measured(cost: KindCost, target: str) -> str:
+    """The measured target nearest to `target` of the same sort (SASS or PTX)."""
+    same = [t for t in cost.target_s if t.startswith(target.split("_")[0])] or list(cost.target_s)
+    return min(same, key=lambda t: (abs(_number(t) - _number(target)), t))
+
+
+def unit_cost(cost: KindCost, targets: list[str]) -> tuple[float, float]:
+    """CPU-s and fatbin bytes of one unit compiled for `targets`."""
+    chosen = [_measured(cost, t) for t in targets]
+    return cost.host_s + sum(cost.target_s[t] for t in chosen), sum(cost.target_bytes[t] for t in chosen)
+
+
+@dataclass
+class Prediction:
+    jobs: int
+    units: int
+    nvcc_cpu_s: float
+    host_cpu_s: float
+    longest_unit_s: float
+    build_s: float  # every compile, `jobs` at a time, in the worst order (Graham): total / jobs + (1 - 1 / jobs) x the longest unit
+    library_bytes: float
+    peak_gib: float  # the largest process of any unit
+    worst_gib: float  # every job at its largest process at once, the pool's jobs with the pooled kinds'
+    by_kind: dict[str, tuple[int, float, float]]  # units, CPU-s, fatbin bytes
+
+
+def predict(units: list[Unit], graph: list[str], job: list[str], costs: dict[str, KindCost],
+            host_compiles: int, sizing: Sizing) -> Prediction:
+    missing = sorted({u.kind for u in units} - set(costs))
+    if missing:
+        raise CostError(f"no measurement of the kind(s) {', '.join(missing)}: measure them before predicting")
+    by_kind: dict[str, tuple[int, float, float]] = {}
+    longest = 0.0
+    for unit in units:
+        targets = unit_targets(unit, graph, job)
+        if not targets:
+            continue
+        seconds, size = unit_cost(costs[unit.kind], targets)
+        longest = max(longest, seconds)
+        count, total, total_bytes = by_kind.get(unit.kind, (0, 0.0, 0.0))
+        by_kind[unit.kind] = (count + 1, total + seconds, total_bytes + size)
+    nvcc = sum(v[1] for v in by_kind.values())
+    host = host_compiles * HOST_OBJECT_S
+    jobs = sizing.jobs
+    pooled = min(sizing.pool_jobs, jobs)
+    peaks = [max([costs[k].peak_mib / 1024 for k in by_kind if (k in POOLED_KINDS) == inside] or [0.0])
+             for inside in (True, False)]
+    worst = max(pooled * peaks[0] + (jobs - pooled) * peaks[1], jobs * peaks[1])
+    return Prediction(jobs, sum(v[0] for v in by_kind.values()), nvcc, host, longest, (nvcc + host) / jobs + (1 - 1 / jobs) * longest,
+                      HOST_CODE_BYTES + sum(v[2] for v in by_kind.values()),
+                      max(peaks), worst, by_kind)
 
 # --- fatbin compression (on the GPU machine)
 

@@ -186,6 +186,7 @@ class Cuda(Model):
     nvcc_threads: Annotated[int, Field(ge=1, le=64)]
     nvcc_gb_per_thread: Annotated[int, Field(ge=1, le=64)]
     build_jobs: Annotated[int, Field(ge=1, le=256)]
+    sm90_tma_jobs: Annotated[int, Field(ge=1, le=256)]
     versions: Annotated[dict[str, CudaVersion], Field(min_length=1)]
 
     @model_validator(mode="after")

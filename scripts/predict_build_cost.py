@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Predict each CUDA job's plugin build: wall time, library size and memory, from measured compiles.
+
+    python3 scripts/predict_build_cost.py [--measurements FILE] [--graph DIR]
+
+FILE is a measurement file written on the GPU machine (scripts/buildcost.py; README.md, "What a release
+costs", gives the run), by default the newest under docs/build-cost/. Every nvcc unit of the graph is
+priced by its kind's measured cost per GPU target, for each CUDA job's architecture list and the job
+sizing in config/feedstock.yaml. The graph is the one measured, unless DIR names a rehearsal of the
+plugin (scripts/rehearse.py onnxruntime-ep-cuda --cuda 13.0 --no-sample --workdir DIR), which gives the
+graph of the recipe as it is now. Prints one Markdown table; exit 0, or 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bootstrap  # noqa: E402
+
+bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
+
+import buildcost  # noqa: E402
+from feedstock.errors import InputError  # noqa: E402
+from feedstock.inputs import load_config  # noqa: E402
+
+# conda-forge's 16-core Namespace runners (config/feedstock.yaml, runners): about 60 GiB of their 64 GB
+# are free when the build starts. They end a job at 8 hours, before the 720 minutes of conda-forge.yml.
+RUNNER_CORES = 16
+RUNNER_FREE_GIB = 60
+RUNNER_LIMIT_S = 8 * 3600
+# what every prediction must leave free of each limit
+MARGIN = 1.5
+
+
+def measurements_file(folder: Path) -> Path:
+    found = sorted(folder.glob("*-measurements.json"))
+    if not found:
+        raise InputError(f"{folder}: no *-measurements.json; name one with --measurements")
+    return found[-1]
+
+
+def load_graph(measurements: dict, rehearsal: Path | None) -> tuple[list[buildcost.Unit], int]:
+    """The nvcc units and the number of host compiles: measured, or from a rehearsal's graph."""
+    if rehearsal is None:
+        return [buildcost.Unit(**u) for u in measurements["units"]], measurements["host_compiles"]
+    database = rehearsal / "compile_commands.json"
+    if not database.is_file():
+        raise InputError(f"{database}: missing; rehearse with --no-sample --workdir {rehearsal} first")
+    compiles = json.loads(database.read_text())
+    units = buildcost.classify(compiles, (rehearsal / "src").resolve())
+    return units, len(compiles) - len(units)
+
+
+def table(measurements: dict, units: list[buildcost.Unit], host_compiles: int, root: Path) -> str:
+    config = load_config(root)
+    sizing = buildcost.Sizing(RUNNER_CORES, RUNNER_FREE_GIB, config.cuda.build_jobs, config.cuda.nvcc_threads,
+                              config.cuda.nvcc_gb_per_thread, config.cuda.sm90_tma_jobs)
+    costs = buildcost.kind_costs(measurements["pieces"])
+    graph = max((u.targets for u in units), key=len)
+    lines = ["| CUDA | platform | GPU targets | jobs | nvcc units | nvcc CPU-h | host CPU-h | longest unit, s "
+             "| build, h | × under 8 h | library, MB | largest process, GiB | all jobs at their peak, GiB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for version in sorted(config.cuda.versions):
+        for platform in config.cuda_platforms:
+            targets = buildcost.job_targets(list(config.cuda_lists.get(version, platform)))
+            p = buildcost.predict(units, graph, targets, costs, host_compiles, sizing)
+            lines.append(f"| {version} | {platform} | {len(targets)} | {p.jobs} | {p.units} | {p.nvcc_cpu_s / 3600:.1f} "
+                         f"| {p.host_cpu_s / 3600:.1f} | {p.longest_unit_s:.0f} | {p.build_s / 3600:.2f} "
+                         f"| {RUNNER_LIMIT_S / p.build_s:.2f} | {p.library_bytes / 1e6:.0f} | {p.peak_gib:.1f} "
+                         f"| {p.worst_gib:.0f} of {RUNNER_FREE_GIB} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--measurements", type=Path, help="a measurement file (default: the newest in docs/build-cost)")
+    parser.add_argument("--graph", type=Path, help="a plugin rehearsal's work folder")
+    args = parser.parse_args(argv)
+    try:
+        path = args.measurements or measurements_file(bootstrap.REPO / "docs" / "build-cost")
+        measurements = json.loads(path.read_text())
+        units, host_compiles = load_graph(measurements, args.graph)
+        print(table(measurements, units, host_compiles, bootstrap.REPO), end="")
+    except (InputError, buildcost.CostError, OSError, ValueError, KeyError) as error:
+        print(f"predict_build_cost: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -35,7 +35,7 @@ from pathlib import Path
 KINDS = [
     ("SM90 FP4 MoE GEMM", r"contrib_ops/cuda/llm/moe_gemm/launchers/moe_gemm_tma_ws_sm90_fp4_"),
     ("SM90 MoE GEMM", r"contrib_ops/cuda/llm/moe_gemm/launchers/moe_gemm_tma_ws_sm90_"),
-    ("SM120 MoE GEMM", r"contrib_ops/cuda/llm/moe_gemm/launchers/moe_gemm_tma_ws_sm120_"),
+    ("SM120 FP4 MoE GEMM", r"contrib_ops/cuda/llm/moe_gemm/launchers/moe_gemm_tma_ws_sm120_"),
     ("SM80 MoE GEMM", r"contrib_ops/cuda/llm/moe_gemm/launchers/fused_moe_gemm_sm80_"),
     ("fpA_intB GEMM launchers", r"contrib_ops/cuda/llm/fpA_intB_gemm/launchers/"),
     ("fpA_intB GEMM and GEMV", r"contrib_ops/cuda/llm/fpA_intB_gem"),
@@ -71,6 +71,7 @@ class Unit:
 
 @dataclass
 class Piece:
+    number: int  # its place in the run, which also names its files (two units may share a file name)
     unit: str
     kind: str
     target: str
@@ -164,13 +165,17 @@ def _fatbin_bytes(path: Path, first: bool) -> int:
     return sum(int(line.split()[1]) for line in sections.splitlines() if line.startswith(".nv_fatbin "))
 
 
+def piece_file(scratch: Path, piece: Piece) -> Path:
+    """Where a piece's output goes; its nvcc --time table and log go beside it."""
+    return scratch / f"{piece.number:04d}-{Path(piece.unit).stem}.{piece.target}{'.o' if piece.first else '.fatbin'}"
+
+
 def _run_piece(piece: Piece, entry: dict[str, str], scratch: Path, deadline: float, running: dict) -> Piece:
     if time.monotonic() >= deadline:
         piece.error = "not started before the deadline"
         return piece
-    name = f"{Path(piece.unit).name}.{piece.target}"
-    output = scratch / (name + (".o" if piece.first else ".fatbin"))
-    times, log = scratch / (name + ".time.csv"), scratch / (name + ".log")
+    output = piece_file(scratch, piece)
+    times, log = output.with_suffix(".time.csv"), output.with_suffix(".log")
     command = piece_command(entry["command"], piece.target, piece.first, output, times)
     start = time.monotonic()
     with log.open("w") as out:
@@ -202,17 +207,20 @@ def measure(sample: list[Unit], entries: dict[str, dict[str, str]], scratch: Pat
     after `seconds` is stopped and recorded as stopped."""
     scratch.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + seconds
-    pieces = [Piece(u.source, u.kind, t, i == 0) for u in sample for i, t in enumerate(u.targets)]
+    pieces = [Piece(0, u.source, u.kind, t, i == 0) for u in sample for i, t in enumerate(u.targets)]
+    for number, piece in enumerate(pieces):
+        piece.number = number
     running: dict[int, Piece] = {}
 
     def stop_at_deadline() -> None:
-        while time.monotonic() < deadline and any(p.exit is None and not p.error for p in pieces):
+        while any(p.exit is None and not p.error for p in pieces):
+            if time.monotonic() >= deadline:
+                for pid in list(running):
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
             time.sleep(1)
-        for pid in list(running):
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
     threading.Thread(target=stop_at_deadline, daemon=True).start()
     with ThreadPoolExecutor(jobs) as pool:
@@ -398,13 +406,12 @@ def _load_seconds(fatbin: Path, repeats: int = 5) -> float:
 def compression(unit: str, pieces: list[Piece], scratch: Path) -> list[dict]:
     """One unit's images (every target's cubin and the PTX, as cuobjdump extracts them from the measured
     pieces) packed into one fatbin by each of fatbinary's compression modes: bytes, and load time on GPU 0."""
-    folder = scratch / "compression" / Path(unit).name
+    folder = scratch / "compression" / f"{pieces[0].number:04d}"
     folder.mkdir(parents=True, exist_ok=True)
     for piece in pieces:
-        name = f"{Path(piece.unit).name}.{piece.target}"
-        built = scratch / (name + (".o" if piece.first else ".fatbin"))
         for flag in ("-xelf", "-xptx"):
-            subprocess.run(["cuobjdump", flag, "all", str(built)], cwd=folder, check=True, capture_output=True)
+            subprocess.run(["cuobjdump", flag, "all", str(piece_file(scratch, piece))], cwd=folder, check=True,
+                           capture_output=True)
     images = []
     for image in sorted(folder.glob("*.cubin")) + sorted(folder.glob("*.ptx")):
         arch = re.search(r"sm_(\d+a?)", image.name)

@@ -8,7 +8,8 @@ costs", gives the run), by default the newest under docs/build-cost/. Every nvcc
 priced by its kind's measured cost per GPU target, for each CUDA job's architecture list and the job
 sizing in config/feedstock.yaml. The graph is the one measured, unless DIR names a rehearsal of the
 plugin (scripts/rehearse.py onnxruntime-ep-cuda --cuda 13.0 --no-sample --workdir DIR), which gives the
-graph of the recipe as it is now. Prints one Markdown table; exit 0, or 2 on bad input.
+graph of the recipe as it is now. Prints one Markdown table, then each job whose build is predicted
+less than MARGIN times under the runner's limit; exit 0 when there is none, 1 when there is, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ MARGIN = 1.5
 def measurements_file(folder: Path) -> Path:
     found = sorted(folder.glob("*-measurements.json"))
     if not found:
-        raise InputError(f"{folder}: no *-measurements.json; name one with --measurements")
+        raise buildcost.CostError(f"{folder}: no *-measurements.json; name one with --measurements")
     return found[-1]
 
 
@@ -49,18 +50,20 @@ def load_graph(measurements: dict, rehearsal: Path | None) -> tuple[list[buildco
         return [buildcost.Unit(**u) for u in measurements["units"]], measurements["host_compiles"]
     database = rehearsal / "compile_commands.json"
     if not database.is_file():
-        raise InputError(f"{database}: missing; rehearse with --no-sample --workdir {rehearsal} first")
+        raise buildcost.CostError(f"{database}: missing; rehearse with --no-sample --workdir {rehearsal} first")
     compiles = json.loads(database.read_text())
     units = buildcost.classify(compiles, (rehearsal / "src").resolve())
     return units, len(compiles) - len(units)
 
 
-def table(measurements: dict, units: list[buildcost.Unit], host_compiles: int, root: Path) -> str:
+def table(measurements: dict, units: list[buildcost.Unit], host_compiles: int, root: Path) -> tuple[str, list[str]]:
+    """The Markdown table, and the jobs too close to the runner's limit."""
     config = load_config(root)
     sizing = buildcost.Sizing(RUNNER_CORES, RUNNER_FREE_GIB, config.cuda.build_jobs, config.cuda.nvcc_threads,
                               config.cuda.nvcc_gb_per_thread, config.cuda.sm90_tma_jobs)
     costs = buildcost.kind_costs(measurements["pieces"])
     graph = max((u.targets for u in units), key=len)
+    short = []
     lines = ["| CUDA | platform | GPU targets | jobs | nvcc units | nvcc CPU-h | host CPU-h | longest unit, s "
              "| build, h | × under 8 h | library, MB | largest process, GiB | all jobs at their peak, GiB |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -68,11 +71,13 @@ def table(measurements: dict, units: list[buildcost.Unit], host_compiles: int, r
         for platform in config.cuda_platforms:
             targets = buildcost.job_targets(list(config.cuda_lists.get(version, platform)))
             p = buildcost.predict(units, graph, targets, costs, host_compiles, sizing)
+            if RUNNER_LIMIT_S / p.build_s < MARGIN:
+                short.append(f"CUDA {version} {platform}: {p.build_s / 3600:.2f} h, under {MARGIN} x {RUNNER_LIMIT_S / 3600:.0f} h")
             lines.append(f"| {version} | {platform} | {len(targets)} | {p.jobs} | {p.units} | {p.nvcc_cpu_s / 3600:.1f} "
                          f"| {p.host_cpu_s / 3600:.1f} | {p.longest_unit_s:.0f} | {p.build_s / 3600:.2f} "
                          f"| {RUNNER_LIMIT_S / p.build_s:.2f} | {p.library_bytes / 1e6:.0f} | {p.peak_gib:.1f} "
                          f"| {p.worst_gib:.0f} of {RUNNER_FREE_GIB} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n", short
 
 
 def main(argv: list[str]) -> int:
@@ -83,12 +88,18 @@ def main(argv: list[str]) -> int:
     try:
         path = args.measurements or measurements_file(bootstrap.REPO / "docs" / "build-cost")
         measurements = json.loads(path.read_text())
+        missing = [key for key in ("units", "pieces", "host_compiles") if key not in measurements]
+        if missing:
+            raise buildcost.CostError(f"{path}: no {', '.join(missing)}: not a file `buildcost.py measure` wrote")
         units, host_compiles = load_graph(measurements, args.graph)
-        print(table(measurements, units, host_compiles, bootstrap.REPO), end="")
-    except (InputError, buildcost.CostError, OSError, ValueError, KeyError) as error:
+        text, short = table(measurements, units, host_compiles, bootstrap.REPO)
+    except (InputError, buildcost.CostError, OSError, ValueError) as error:
         print(f"predict_build_cost: {error}", file=sys.stderr)
         return 2
-    return 0
+    print(text, end="")
+    for job in short:
+        print(f"too close to the runner's limit: {job}")
+    return 1 if short else 0
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ as_  # noqa: B018
 nvcc_threads  # noqa: B018
 nvcc_gb_per_thread  # noqa: B018
 build_jobs  # noqa: B018
+sm90_tma_jobs  # noqa: B018
 
 # pydantic reads a model's `model_config` and calls the methods its decorators make validators
 # (scripts/feedstock/inputs.py, ci_support.py).

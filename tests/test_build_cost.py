@@ -158,8 +158,9 @@ def pieces_of(measured: dict, name: str) -> list[buildcost.Piece]:
 
 def made_by(scratch: Path, piece: buildcost.Piece, suffix: str) -> Path:
     """The file of `suffix` that the piece left in the scratch folder."""
-    (found,) = [f for f in scratch.iterdir() if f.name.startswith(f"{Path(piece.unit).name}.{piece.target}.")
-                and f.name.endswith(suffix)]
+    output = buildcost.piece_file(scratch, piece)
+    found = output if output.name.endswith(suffix) else output.with_suffix(suffix)
+    assert found.is_file(), f"{piece.unit} {piece.target}: no {found.name} in {sorted(f.name for f in scratch.iterdir())}"
     return found
 
 
@@ -248,3 +249,144 @@ def test_a_piece_still_running_at_the_deadline_is_stopped(tmp_path: Path) -> Non
     assert time.monotonic() - start < 15
     assert [(p.exit, p.error) for p in pieces] == [(None, "stopped at the deadline"),
                                                    (None, "not started before the deadline")]
+
+
+@pytest.mark.network
+def test_two_units_of_one_file_name_keep_their_own_files(nvcc: Path, gcc: str, tmp_path: Path) -> None:
+    """ONNX Runtime has units that share a file name in different folders (activations_impl.cu twice):
+    measured together, each piece writes its own files, so no piece reads another's results."""
+    root, build = tmp_path / "src", tmp_path / "build"
+    build.mkdir()
+    compiles = []
+    for folder, body in (("onnxruntime/contrib_ops/cuda/activation", GOOD),
+                         ("onnxruntime/core/providers/cuda/activation", GOOD + "\nvoid more() {}\n")):
+        source = root / folder / "activations_impl.cu"
+        source.parent.mkdir(parents=True)
+        source.write_text(body)
+        compiles.append(entry(build, source, onnxruntime_command(str(nvcc), gcc, str(source), ["sm_75"])))
+    units = buildcost.classify(compiles, root)
+    pieces = buildcost.measure(units, {u.source: c for u, c in zip(units, compiles)}, tmp_path / "scratch", 300, 2)
+    files = [buildcost.piece_file(tmp_path / "scratch", p) for p in pieces]
+    assert [p.exit for p in pieces] == [0, 0] and len(set(files)) == 2 and all(f.is_file() for f in files)
+
+
+# --- predicting, from the measurement file the GPU machine wrote
+
+MEASUREMENTS = sorted((Path(__file__).resolve().parents[1] / "docs" / "build-cost").glob("*-measurements.json"))[-1]
+
+
+@pytest.fixture(scope="module")
+def recorded() -> tuple[list[buildcost.Unit], dict[str, buildcost.KindCost], dict]:
+    import json
+
+    record = json.loads(MEASUREMENTS.read_text())
+    return [buildcost.Unit(**u) for u in record["units"]], buildcost.kind_costs(record["pieces"]), record
+
+
+def test_every_kind_of_the_recorded_graph_was_measured(recorded) -> None:
+    """The recorded run measured at least one whole unit of every kind in its graph, so every unit can be
+    priced; the graph is the recipe's own at that time (every target of the CUDA 13.0 linux-64 list)."""
+    units, costs, record = recorded
+    assert {u.kind for u in units} <= set(costs)
+    assert all(u.kind == buildcost.kind_of(u.source) for u in units)
+    graph = max((u.targets for u in units), key=len)
+    sizing = buildcost.Sizing(16, 60, 8, 1, 7, 2)
+    prediction = buildcost.predict(units, graph, graph, costs, record["host_compiles"], sizing)
+    assert prediction.units == len(units)
+
+
+def test_a_unit_costs_its_host_part_once_and_each_target_its_own(recorded) -> None:
+    """A unit's price is its kind's host part plus the measured part of each target; a target the run did
+    not measure takes the nearest measured one of its sort (sm_70 as sm_75, PTX as the measured PTX)."""
+    _, costs, _ = recorded
+    cost = costs["flash attention"]
+    one, _ = buildcost.unit_cost(cost, ["sm_80"])
+    two, _ = buildcost.unit_cost(cost, ["sm_80", "sm_90a"])
+    assert one == pytest.approx(cost.host_s + cost.target_s["sm_80"])
+    assert two - one == pytest.approx(cost.target_s["sm_90a"])
+    assert buildcost.unit_cost(costs["core providers"], ["sm_70"]) == buildcost.unit_cost(costs["core providers"], ["sm_75"])
+    assert buildcost.unit_cost(cost, ["compute_90"]) == buildcost.unit_cost(cost, ["compute_121"])
+
+
+def test_a_unit_limited_to_a_range_of_the_list_keeps_that_range_in_another_list() -> None:
+    """Units ORT compiles for part of the list keep that part in another job's list: SM90-only units stay
+    SM90-only, 120-and-up units take 120 and 121, and units of the whole list take the whole other list."""
+    graph = ["sm_75", "sm_80", "sm_90a", "sm_120a", "compute_121"]
+    job = buildcost.job_targets(["70-real", "75-real", "80-real", "90-real", "110-real", "120-real", "121"])
+    assert job == ["sm_70", "sm_75", "sm_80", "sm_90a", "sm_110a", "sm_120a", "sm_121a", "compute_121"]
+    whole = buildcost.Unit("a.cu", "core providers", graph)
+    hopper = buildcost.Unit("b.cu", "SM90 MoE GEMM", ["sm_90a"])
+    blackwell = buildcost.Unit("c.cu", "SM120 FP4 MoE GEMM", ["sm_120a", "compute_121"])
+    assert buildcost.unit_targets(whole, graph, job) == job
+    assert buildcost.unit_targets(hopper, graph, job) == ["sm_90a"]
+    assert buildcost.unit_targets(blackwell, graph, job) == ["sm_120a", "sm_121a", "compute_121"]
+    assert buildcost.unit_targets(hopper, graph, buildcost.job_targets(["80-real", "89"])) == []
+
+
+def test_the_predicted_build_follows_the_work_and_the_jobs(recorded) -> None:
+    """Fewer targets or fewer units predict a shorter build and a smaller library; fewer jobs a longer
+    build; with every unit the same kind, the build is exactly total / jobs + (1 - 1 / jobs) x the longest."""
+    units, costs, record = recorded
+    graph = max((u.targets for u in units), key=len)
+    sizing = buildcost.Sizing(16, 60, 8, 1, 7, 2)
+    full = buildcost.predict(units, graph, graph, costs, record["host_compiles"], sizing)
+    fewer_targets = buildcost.predict(units, graph, [t for t in graph if t != "sm_86"], costs,
+                                      record["host_compiles"], sizing)
+    fewer_units = buildcost.predict([u for u in units if u.kind != "flash attention"], graph, graph, costs,
+                                    record["host_compiles"], sizing)
+    fewer_jobs = buildcost.predict(units, graph, graph, costs, record["host_compiles"],
+                                   buildcost.Sizing(16, 60, 8, 1, 10, 2))
+    assert fewer_jobs.jobs == 6 and fewer_jobs.build_s > full.build_s
+    for smaller in (fewer_targets, fewer_units):
+        assert smaller.build_s < full.build_s and smaller.library_bytes < full.library_bytes
+    assert full.by_kind["flash attention"][0] == sum(u.kind == "flash attention" for u in units)
+    same = [u for u in units if u.kind == "core providers"]
+    one = buildcost.predict(same, graph, graph, costs, 0, sizing)
+    total = one.nvcc_cpu_s
+    assert one.build_s == pytest.approx(total / 8 + (1 - 1 / 8) * one.longest_unit_s)
+
+
+def test_the_pool_bounds_the_memory_of_the_heaviest_units(recorded) -> None:
+    """With the SM90 TMA units in a pool of two, the worst case is two of them at their peak beside six of
+    the next heaviest; without the pool (a pool as large as the jobs), all eight at the heaviest peak."""
+    units, costs, record = recorded
+    graph = max((u.targets for u in units), key=len)
+    pooled = buildcost.predict(units, graph, graph, costs, 0, buildcost.Sizing(16, 60, 8, 1, 7, 2))
+    unpooled = buildcost.predict(units, graph, graph, costs, 0, buildcost.Sizing(16, 60, 8, 1, 7, 8))
+    heavy = max(costs[k].peak_mib for k in buildcost.POOLED_KINDS if k in costs) / 1024
+    rest = max(c.peak_mib for k, c in costs.items() if k not in buildcost.POOLED_KINDS) / 1024
+    assert unpooled.worst_gib == pytest.approx(8 * heavy)
+    assert pooled.worst_gib == pytest.approx(2 * heavy + 6 * rest) and pooled.worst_gib < unpooled.worst_gib
+
+
+def test_a_kind_without_a_measurement_stops_the_prediction(recorded) -> None:
+    """A graph with a kind the run never measured (a new kernel family) is refused, by name."""
+    units, costs, record = recorded
+    graph = max((u.targets for u in units), key=len)
+    partial = {k: c for k, c in costs.items() if k != "XQA"}
+    with pytest.raises(buildcost.CostError, match="XQA"):
+        buildcost.predict(units, graph, graph, partial, 0, buildcost.Sizing(16, 60, 8, 1, 7, 2))
+
+
+def test_the_command_tables_every_cuda_job_and_fails_on_the_ones_too_close_to_the_limit(tmp_path: Path) -> None:
+    """predict_build_cost.py prints one row per CUDA job of the config, names each job whose build is
+    predicted under 1.5 x the runner's limit, and exits 1 exactly when there is one; a file that is not
+    a measurement file gets exit 2 and its name."""
+    import subprocess
+    import sys
+
+    from conftest import CONFIG, REPO
+
+    command = [sys.executable, str(REPO / "scripts" / "predict_build_cost.py"), "--measurements", str(MEASUREMENTS)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    rows = [line.split(" | ") for line in done.stdout.splitlines() if re.match(r"\| \d+\.\d+ \|", line)]
+    assert sorted((r[0].strip("| "), r[1]) for r in rows) == sorted(
+        (v, p) for v in CONFIG.cuda.versions for p in CONFIG.cuda_platforms)
+    close = [f"CUDA {r[0].strip('| ')} {r[1]}" for r in rows if float(r[9]) < 1.5]
+    named = [line.split(": ")[1] for line in done.stdout.splitlines() if line.startswith("too close to the runner's")]
+    assert named == close
+    assert done.returncode == (1 if close else 0), done.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    refused = subprocess.run([*command[:2], "--measurements", str(bad)], capture_output=True, text=True)
+    assert refused.returncode == 2 and str(bad) in refused.stderr and refused.stdout == ""

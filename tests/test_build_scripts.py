@@ -174,7 +174,7 @@ def plugin_build_env(tools: FakeTools, source: Path, prefix: Path, **overrides: 
     return build_env(tools, source, prefix, "build_ep_cuda", **{
         "PKG_VERSION": "1.30.0",
         "ORT_MIN_CORE_VERSION": FLOOR_CORE_VERSION, "CUDA_ARCHITECTURES": "75-real;80-real;121",
-        "NVCC_THREADS": "2", "NVCC_GB_PER_THREAD": "1", "CUDA_BUILD_JOBS": "8",
+        "NVCC_THREADS": "2", "NVCC_GB_PER_THREAD": "1", "CUDA_BUILD_JOBS": "8", "SM90_TMA_JOBS": "2",
         "PLUGIN_MANIFEST": PLUGIN_SCRIPT_ENV["PLUGIN_MANIFEST"],
         # what the recipe tells the script for linux
         "PLUGIN_INSTALL_PATH": plugin_script_env("linux-64", "13.0")["PLUGIN_INSTALL_PATH"], **overrides,

@@ -156,6 +156,32 @@ def test_the_plugin_link_produces_the_library_the_recipe_ships(plugin_rehearsal:
     assert re.search(rf"-o {re.escape(library)}\b", plugin_rehearsal["link_line"])
 
 
+def test_the_sm90_tma_units_compile_in_a_pool_of_their_own(plugin_rehearsal: dict) -> None:
+    """Every compile of ORT's SM90 TMA target, and nothing else, runs in the recipe's ninja pool, whose depth
+    is the config's sm90_tma_jobs (recipe/cmake/sm90_tma_job_pool.cmake)."""
+    (build_ninja,) = (Path(plugin_rehearsal["workdir"]) / "src").glob("*/build.ninja")
+    rules = (build_ninja.parent / "CMakeFiles" / "rules.ninja").read_text()
+    assert re.search(rf"^pool conda_forge_sm90_tma\n  depth = {CONFIG.cuda.sm90_tma_jobs}$", rules, re.MULTILINE)
+    edges = re.findall(r"^build (\S+): (\S+) .*\n((?:  .*\n)*)", build_ninja.read_text(), re.MULTILINE)
+    pooled = {out for out, _, body in edges if "  pool = conda_forge_sm90_tma\n" in body}
+    sm90 = {out for out, rule, _ in edges if "_sm90_tma.dir/" in out and rule.startswith("CUDA_COMPILER")}
+    assert sm90 and pooled == sm90
+
+
+def test_every_nvcc_unit_of_the_graph_is_of_a_measured_kind(plugin_rehearsal: dict) -> None:
+    """The release-cost prediction can price the recipe's graph as it is: each nvcc unit is of a kind the
+    recorded GPU run measured (a new kernel family upstream fails here first), and the FP4 QMoE units the
+    recipe turns off are gone."""
+    import buildcost
+
+    workdir = Path(plugin_rehearsal["workdir"])
+    units = buildcost.classify(json.loads((workdir / "compile_commands.json").read_text()), (workdir / "src").resolve())
+    (measurements,) = sorted((REPO / "docs" / "build-cost").glob("*-measurements.json"))[-1:]
+    measured = buildcost.kind_costs(json.loads(measurements.read_text())["pieces"])
+    assert units and {u.kind for u in units} <= set(measured)
+    assert not [u.source for u in units if re.search(r"moe_gemm\w*fp4", Path(u.source).name)]
+
+
 def _ort_arch_specific(source: Path) -> set[str]:
     """The architectures ORT compiles as their `a` variants (cmake/external/cuda_configuration.cmake)."""
     text = (source / "cmake" / "external" / "cuda_configuration.cmake").read_text()

@@ -270,9 +270,9 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         'cuda.versions."13.0".architectures.linux-64[0]: \'70-real\': CUDA 13.0\'s nvcc does not compile for it (it '
         "accepts 75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121)"),
     "a Jetson architecture on linux-64": (
-        lambda t: t.replace("        linux-64: [75-real, 80-real, 86-real,",
-                            "        linux-64: [75-real, 80-real, 86-real, 87-real,"),
-        'cuda.versions."13.0".architectures.linux-64[3]: \'87-real\' is a Jetson (arm64) GPU, which no linux-64 '
+        lambda t: t.replace("        linux-64: [75-real, 80-real, 89-real,",
+                            "        linux-64: [75-real, 80-real, 87-real, 89-real,"),
+        'cuda.versions."13.0".architectures.linux-64[2]: \'87-real\' is a Jetson (arm64) GPU, which no linux-64 '
         "package runs on"),
     "an architecture no nvcc knows (20)": (
         lambda t: t.replace("        linux-64: [75-real, 80-real,", "        linux-64: [20-real, 75-real, 80-real,"),
@@ -281,7 +281,7 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
     "an architecture no GPU has (999)": (
         lambda t: t.replace('120-real, "121"]\n        linux-aarch64: [75',
                             '120-real, "121", "999"]\n        linux-aarch64: [75'),
-        'cuda.versions."13.0".architectures.linux-64[9]: \'999\': CUDA 13.0\'s nvcc does not compile for it (it '
+        'cuda.versions."13.0".architectures.linux-64[8]: \'999\': CUDA 13.0\'s nvcc does not compile for it (it '
         "accepts 75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121)"),
     "a CUDA version no pinning has": (
         lambda t: t.replace('    "13.0":\n', '    "12.7":\n      architectures: {linux-64: [80-real], linux-aarch64: '

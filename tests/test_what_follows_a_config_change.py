@@ -36,8 +36,8 @@ CHANGES = {
     "outputs.plugin.ep_name": ("ep_name: CUDAExecutionProvider", "ep_name: CudaEP"),
     "cuda.nvcc_threads": ("  nvcc_threads: 1", "  nvcc_threads: 2"),
     "cuda.versions.<version>.architectures.<platform>": (
-        '        win-64: [70-real, 75-real, 80-real, 86-real, 89-real, "90"]',
-        '        win-64: [75-real, 80-real, 86-real, 89-real, "90"]'),
+        '        win-64: [70-real, 75-real, 80-real, 89-real, "90"]',
+        '        win-64: [75-real, 80-real, 89-real, "90"]'),
     "platforms.<platform>.macos_sdk": ('macos_sdk: "13.3"', 'macos_sdk: "14.0"'),
     "runners.<os>": ("16cpu-on-win-64\n", "32cpu-on-win-64\n"),
 }

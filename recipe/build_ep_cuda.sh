@@ -82,7 +82,7 @@ plugin_cmake_args=(
     # No FP4 QMoE kernels, which upstream builds by default from CUDA 12.8 on. They serve one operator,
     # QMoE with FP4 (NVFP4) expert weights, on Hopper and Blackwell, and measured at the CUDA 13.0 linux-64
     # list they are 299 of the plugin's 587 nvcc units, 17 of its 55 nvcc CPU-hours and 67 of its 411 MB:
-    # with them the job was predicted at 7.97 h against the runner's 8 (docs/build-cost/2026-12-02.md).
+    # with them the job was predicted at 7.86 h against the runner's 8 (docs/build-cost/2026-12-02.md).
     -Donnxruntime_USE_FP4_QMOE=OFF
     # the SM90 TMA units compile SM90_TMA_JOBS at a time, beside the other jobs (the file says why)
     -DCMAKE_PROJECT_onnxruntime_INCLUDE="${RECIPE_DIR}/cmake/sm90_tma_job_pool.cmake"

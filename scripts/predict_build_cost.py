@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Predict each CUDA job's plugin build: wall time, library size and memory, from measured compiles.
 
-    python3 scripts/predict_build_cost.py [--measurements FILE] [--graph DIR]
+    python3 scripts/predict_build_cost.py [--measurements FILE] [--graph DIR] [--kinds]
 
 FILE is a measurement file written on the GPU machine (scripts/buildcost.py; README.md, "What a release
 costs", gives the run), by default the newest under docs/build-cost/. Every nvcc unit of the graph is
 priced by its kind's measured cost per GPU target, for each CUDA job's architecture list and the job
-sizing in config/feedstock.yaml. The graph is the one measured, unless DIR names a rehearsal of the
+sizing in config/feedstock.yaml (--kinds: what each kind of unit costs instead). The graph is the one measured, unless DIR names a rehearsal of the
 plugin (scripts/rehearse.py onnxruntime-ep-cuda --cuda 13.0 --no-sample --workdir DIR), which gives the
 graph of the recipe as it is now. Prints one Markdown table, then each job whose build is predicted
 less than MARGIN times under the runner's limit; exit 0 when there is none, 1 when there is, 2 on bad input.
@@ -80,10 +80,28 @@ def table(measurements: dict, units: list[buildcost.Unit], host_compiles: int, r
     return "\n".join(lines) + "\n", short
 
 
+def kinds_table(measurements: dict, units: list[buildcost.Unit]) -> str:
+    """What each kind of unit costs at the graph's own list: measured units, CPU-s, peak and bytes."""
+    costs = buildcost.kind_costs(measurements["pieces"])
+    whole = {p["unit"] for p in measurements["pieces"]} - {p["unit"] for p in measurements["pieces"] if p["exit"] != 0}
+    lines = ["| kind | units in the graph | measured whole | CPU-s per unit | largest process, GiB | fatbin per unit, kB |",
+             "|---|---|---|---|---|---|"]
+    for kind, _ in buildcost.KINDS:
+        members = [u for u in units if u.kind == kind]
+        if not members:
+            continue
+        priced = [buildcost.unit_cost(costs[kind], u.targets) for u in members]
+        lines.append(f"| {kind} | {len(members)} | {len({u.source for u in members} & whole)} "
+                     f"| {sum(s for s, _ in priced) / len(priced):.0f} | {costs[kind].peak_mib / 1024:.1f} "
+                     f"| {sum(b for _, b in priced) / len(priced) / 1e3:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--measurements", type=Path, help="a measurement file (default: the newest in docs/build-cost)")
     parser.add_argument("--graph", type=Path, help="a plugin rehearsal's work folder")
+    parser.add_argument("--kinds", action="store_true", help="print what each kind of unit costs instead")
     args = parser.parse_args(argv)
     try:
         path = args.measurements or measurements_file(bootstrap.REPO / "docs" / "build-cost")
@@ -92,6 +110,9 @@ def main(argv: list[str]) -> int:
         if missing:
             raise buildcost.CostError(f"{path}: no {', '.join(missing)}: not a file `buildcost.py measure` wrote")
         units, host_compiles = load_graph(measurements, args.graph)
+        if args.kinds:
+            print(kinds_table(measurements, units), end="")
+            return 0
         text, short = table(measurements, units, host_compiles, bootstrap.REPO)
     except (InputError, buildcost.CostError, OSError, ValueError) as error:
         print(f"predict_build_cost: {error}", file=sys.stderr)

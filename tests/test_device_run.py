@@ -82,9 +82,27 @@ def test_the_plan_carries_the_build_environment_rattler_build_renders(bundles: P
     plan = json.loads((bundles / "bundle-1" / "plan.json").read_text())
     # what build_ep_cuda.sh reads from its environment beyond rattler-build's own variables
     assert {"CUDA_ARCHITECTURES", "ORT_MIN_CORE_VERSION", "PLUGIN_INSTALL_PATH", "PLUGIN_MANIFEST",
-            "NVCC_THREADS", "NVCC_GB_PER_THREAD", "CUDA_BUILD_JOBS"} <= set(plan["script_env"])
+            "NVCC_THREADS", "NVCC_GB_PER_THREAD", "CUDA_BUILD_JOBS", "SM90_TMA_JOBS"} <= set(plan["script_env"])
     assert plan["script_env"]["ORT_MIN_CORE_VERSION"] == FLOOR_CORE_VERSION
     assert all((REPO / "recipe" / patch).is_file() for patch in plan["patches"])
+
+
+@pytest.mark.network
+def test_a_cost_run_carries_the_build_inputs_alone_and_keeps_the_recipes_settings(tmp_path: Path) -> None:
+    """pack.py --cost plans a cost run (scripts/buildcost.py): the build's inputs and no cores to test, and
+    no device overrides, so the sample compiles at the recipe's own architecture list."""
+    mirror = mirror_folder(os.environ)
+    if mirror is None:
+        pytest.skip("no mirror folder (ORT_SOURCE_MIRROR, else ../shared/upstream): the bundles carry its files")
+    result = subprocess.run([sys.executable, str(DEVICE / "pack.py"), "--cost", "--mirror", str(mirror),
+                             "--dest", str(tmp_path)], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                            timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    plan = json.loads((tmp_path / "bundle-1" / "plan.json").read_text())
+    assert (plan["purpose"], plan["overrides"], plan["test_inputs"]) == ("cost", {"env": {}, "cmake_args": []}, [])
+    assert plan["script_env"]["CUDA_ARCHITECTURES"] == pack.build_plan(REPO)["script_env"]["CUDA_ARCHITECTURES"]
+    carried = [name for files in bundle_files(tmp_path).values() for name in files if name != "plan.json"]
+    assert sorted(carried) == sorted(plan["build_inputs"])
 
 
 def test_bundles_hold_the_build_inputs_before_any_bundle_of_test_inputs_alone(tmp_path: Path) -> None:

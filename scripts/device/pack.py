@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Lay out what a run on the GPU machine needs, in bundles that each fit one call's transfer.
 
-    python3 scripts/device/pack.py [--mirror DIR] [--dest DIR]
+    python3 scripts/device/pack.py [--mirror DIR] [--dest DIR] [--cost]
 
 The GPU machine has no network, and one call carries at most 64 MiB: the checkout plus the folders
 named in `carry`. The sources, from a mirror folder laid out as scripts/rehearsal/sources.py describes
@@ -9,7 +9,9 @@ named in `carry`. The sources, from a mirror folder laid out as scripts/rehearsa
 split into DEST/bundle-N folders of at most BUNDLE_LIMIT bytes each, the build's inputs first, so the
 build can start once the bundles holding them are staged. DEST/bundle-1/plan.json says what the run
 builds and tests and which settings differ from conda-forge's build (`DEVICE_OVERRIDES`); run.sh on
-the GPU machine reads it. README.md ("Building and testing the plugin on a GPU") gives the calls.
+the GPU machine reads it. README.md ("Building and testing the plugin on a GPU") gives the calls. With
+--cost it plans a cost run instead (README.md, "What a release costs"): the build's inputs alone, and no
+overrides.
 Exit 0 when the bundles are written, 2 when an input is missing.
 """
 

@@ -1,6 +1,6 @@
 """What a release costs on conda-forge's runners: the plugin's nvcc units, measured and extrapolated.
 
-Standard library only: the measuring half runs on the GPU machine (scripts/device/run.sh cost), the
+Standard library only: the measuring half runs on the GPU machine (a cost run of scripts/device/run.sh), the
 predicting half here (scripts/predict_build_cost.py). The steps:
 
 1. `classify` sorts every nvcc unit of the plugin's build graph into a kind by its source path (KINDS).

@@ -55,8 +55,8 @@ for /f "usebackq tokens=1" %%v in ("plugin-ep-cuda\VERSION_NUMBER") do set "PLUG
 @rem nvcc --threads per compile job: with BUILD_JOBS jobs this bounds the runner's memory use
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_NVCC_THREADS=%NVCC_THREADS%"
 @rem no FP4 QMoE kernels, as on linux (build_ep_cuda.sh says why). With them off and MSVC as the host
-@rem compiler, ORT builds no SM90 TMA units (cmake/onnxruntime_providers_cuda_plugin.cmake), so the linux
-@rem script's ninja pool for them has nothing to hold here
+@rem compiler, ORT compiles the SM90 TMA units without their kernels (COMPILE_HOPPER_TMA_GEMMS undefined,
+@rem cmake/onnxruntime_providers_cuda_plugin.cmake), so they need none of the linux script's ninja pool
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% -Donnxruntime_USE_FP4_QMOE=OFF"
 @rem the recipe's list for this CUDA version, overriding the CUDAARCHS nvcc's activation sets; quoted for its semicolons
 set "PLUGIN_CMAKE_ARGS=%PLUGIN_CMAKE_ARGS% "-DCMAKE_CUDA_ARCHITECTURES=%CUDA_ARCHITECTURES%""

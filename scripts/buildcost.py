@@ -235,8 +235,9 @@ def write_measurements(path: Path, header: dict, units: list[Unit], pieces: list
 
 # --- predicting (here)
 
-# The host objects (ORT's own .cc files and the dependencies it builds): the first whole build of the
-# plugin on the GPU machine (2026-12-01, 16 jobs) spent 5,243 CPU-s on 879 of them, by ninja's log.
+# The host objects (ORT's own .cc files and the dependencies it builds): in the first whole build of the
+# plugin on the GPU machine (2026-12-01, 16 jobs) 879 of them took 5,243 s between them, each from its
+# start to its end in ninja's log (one process each, so about its CPU time).
 HOST_OBJECT_S = 5243 / 879
 # What the library holds besides its fatbins: onnxruntime-gpu 1.30.0's libonnxruntime_providers_cuda.so
 # (PyPI, manylinux_2_28_x86_64) is 272,049,904 bytes, 210,701,008 of them .nv_fatbin (`size -A`): the
@@ -291,9 +292,14 @@ def unit_targets(unit: Unit, graph: list[str], job: list[str]) -> list[str]:
     low = float("-inf") if min(own) == min(whole) else min(own)
     high = float("inf") if max(own) == max(whole) else max(own)
     kept = [t for t in job if t.startswith("sm_") and low <= _number(t) <= high]
-    if any(t.startswith("compute_") for t in unit.targets):
+    if kept and any(t.startswith("compute_") for t in unit.targets):  # none kept: ORT leaves the unit out
         kept += [t for t in job if t.startswith("compute_")]
     return kept
+
+
+def graph_targets(units: list[Unit]) -> list[str]:
+    """The graph's own list: the targets of its widest unit."""
+    return max((u.targets for u in units), key=len)
 
 
 @dataclass
@@ -343,15 +349,21 @@ class Prediction:
     build_s: float  # every compile, `jobs` at a time, in the worst order (Graham): total / jobs + (1 - 1 / jobs) x the longest unit
     library_bytes: float
     peak_gib: float  # the largest process of any unit
-    worst_gib: float  # every job at its largest process at once, the pool's jobs with the pooled kinds'
+    worst_gib: float  # every job's threads at their largest process at once, the pool's with the pooled kinds'
     by_kind: dict[str, tuple[int, float, float]]  # units, CPU-s, fatbin bytes
 
 
-def predict(units: list[Unit], graph: list[str], job: list[str], costs: dict[str, KindCost],
-            host_compiles: int, sizing: Sizing) -> Prediction:
+def check_measured(units: list[Unit], costs: dict[str, KindCost]) -> None:
     missing = sorted({u.kind for u in units} - set(costs))
     if missing:
         raise CostError(f"no measurement of the kind(s) {', '.join(missing)}: measure them before predicting")
+
+
+def predict(units: list[Unit], job: list[str], costs: dict[str, KindCost], host_compiles: int,
+            sizing: Sizing) -> Prediction:
+    """One job's build of the graph `units` for the job's list of targets."""
+    check_measured(units, costs)
+    graph = graph_targets(units)
     by_kind: dict[str, tuple[int, float, float]] = {}
     longest = 0.0
     for unit in units:
@@ -368,7 +380,7 @@ def predict(units: list[Unit], graph: list[str], job: list[str], costs: dict[str
     pooled = min(sizing.pool_jobs, jobs)
     peaks = [max([costs[k].peak_mib / 1024 for k in by_kind if (k in POOLED_KINDS) == inside] or [0.0])
              for inside in (True, False)]
-    worst = max(pooled * peaks[0] + (jobs - pooled) * peaks[1], jobs * peaks[1])
+    worst = sizing.nvcc_threads * max(pooled * peaks[0] + (jobs - pooled) * peaks[1], jobs * peaks[1])
     return Prediction(jobs, sum(v[0] for v in by_kind.values()), nvcc, host, longest, (nvcc + host) / jobs + (1 - 1 / jobs) * longest,
                       HOST_CODE_BYTES + sum(v[2] for v in by_kind.values()),
                       max(peaks), worst, by_kind)

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Predict each CUDA job's plugin build: wall time, library size and memory, from measured compiles.
 
-    python3 scripts/predict_build_cost.py [--measurements FILE] [--graph DIR] [--kinds]
+    python3 scripts/predict_build_cost.py --graph DIR [--measurements FILE]
+    python3 scripts/predict_build_cost.py --kinds [--measurements FILE]
 
 FILE is a measurement file written on the GPU machine (scripts/buildcost.py; README.md, "What a release
 costs", gives the run), by default the newest under docs/build-cost/. Every nvcc unit of the graph is
 priced by its kind's measured cost per GPU target, for each CUDA job's architecture list and the job
-sizing in config/feedstock.yaml (--kinds: what each kind of unit costs instead). The graph is the one measured, unless DIR names a rehearsal of the
-plugin (scripts/rehearse.py onnxruntime-ep-cuda --cuda 13.0 --no-sample --workdir DIR), which gives the
-graph of the recipe as it is now. Prints one Markdown table, then each job whose build is predicted
-less than MARGIN times under the runner's limit; exit 0 when there is none, 1 when there is, 2 on bad input.
+sizing in config/feedstock.yaml (--kinds: what each kind of the measured graph costs instead). DIR is a rehearsal of
+the plugin (scripts/rehearse.py onnxruntime-ep-cuda --cuda 13.0 --no-sample --workdir DIR): the graph of
+the recipe as it is now. Prints one Markdown table, then each job whose build is predicted less than
+MARGIN times under the runner's time limit, or whose jobs at their peak would need more memory than the
+runner has free; exit 0 when there is none, 1 when there is, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -44,10 +46,8 @@ def measurements_file(folder: Path) -> Path:
     return found[-1]
 
 
-def load_graph(measurements: dict, rehearsal: Path | None) -> tuple[list[buildcost.Unit], int]:
-    """The nvcc units and the number of host compiles: measured, or from a rehearsal's graph."""
-    if rehearsal is None:
-        return [buildcost.Unit(**u) for u in measurements["units"]], measurements["host_compiles"]
+def load_graph(rehearsal: Path) -> tuple[list[buildcost.Unit], int]:
+    """The nvcc units and the number of host compiles of a rehearsal's graph."""
     database = rehearsal / "compile_commands.json"
     if not database.is_file():
         raise buildcost.CostError(f"{database}: missing; rehearse with --no-sample --workdir {rehearsal} first")
@@ -62,7 +62,6 @@ def table(measurements: dict, units: list[buildcost.Unit], host_compiles: int, r
     sizing = buildcost.Sizing(RUNNER_CORES, RUNNER_FREE_GIB, config.cuda.build_jobs, config.cuda.nvcc_threads,
                               config.cuda.nvcc_gb_per_thread, config.cuda.sm90_tma_jobs)
     costs = buildcost.kind_costs(measurements["pieces"])
-    graph = max((u.targets for u in units), key=len)
     short = []
     lines = ["| CUDA | platform | GPU targets | jobs | nvcc units | nvcc CPU-h | host CPU-h | longest unit, s "
              "| build, h | × under 8 h | library, MB | largest process, GiB | all jobs at their peak, GiB |",
@@ -70,12 +69,15 @@ def table(measurements: dict, units: list[buildcost.Unit], host_compiles: int, r
     for version in sorted(config.cuda.versions):
         for platform in config.cuda_platforms:
             targets = buildcost.job_targets(list(config.cuda_lists.get(version, platform)))
-            p = buildcost.predict(units, graph, targets, costs, host_compiles, sizing)
-            if RUNNER_LIMIT_S / p.build_s < MARGIN:
+            p = buildcost.predict(units, targets, costs, host_compiles, sizing)
+            margin = round(RUNNER_LIMIT_S / p.build_s, 2)
+            if margin < MARGIN:
                 short.append(f"CUDA {version} {platform}: {p.build_s / 3600:.2f} h, under {MARGIN} x {RUNNER_LIMIT_S / 3600:.0f} h")
+            if p.worst_gib > RUNNER_FREE_GIB:
+                short.append(f"CUDA {version} {platform}: {p.worst_gib:.0f} GiB at the jobs' peak, over {RUNNER_FREE_GIB}")
             lines.append(f"| {version} | {platform} | {len(targets)} | {p.jobs} | {p.units} | {p.nvcc_cpu_s / 3600:.1f} "
                          f"| {p.host_cpu_s / 3600:.1f} | {p.longest_unit_s:.0f} | {p.build_s / 3600:.2f} "
-                         f"| {RUNNER_LIMIT_S / p.build_s:.2f} | {p.library_bytes / 1e6:.0f} | {p.peak_gib:.1f} "
+                         f"| {margin:.2f} | {p.library_bytes / 1e6:.0f} | {p.peak_gib:.1f} "
                          f"| {p.worst_gib:.0f} of {RUNNER_FREE_GIB} |")
     return "\n".join(lines) + "\n", short
 
@@ -83,6 +85,7 @@ def table(measurements: dict, units: list[buildcost.Unit], host_compiles: int, r
 def kinds_table(measurements: dict, units: list[buildcost.Unit]) -> str:
     """What each kind of unit costs at the graph's own list: measured units, CPU-s, peak and bytes."""
     costs = buildcost.kind_costs(measurements["pieces"])
+    buildcost.check_measured(units, costs)
     whole = {p["unit"] for p in measurements["pieces"]} - {p["unit"] for p in measurements["pieces"] if p["exit"] != 0}
     lines = ["| kind | units in the graph | measured whole | CPU-s per unit | largest process, GiB | fatbin per unit, kB |",
              "|---|---|---|---|---|---|"]
@@ -99,22 +102,24 @@ def kinds_table(measurements: dict, units: list[buildcost.Unit]) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--measurements", type=Path, help="a measurement file (default: the newest in docs/build-cost)")
     parser.add_argument("--graph", type=Path, help="a plugin rehearsal's work folder")
+    parser.add_argument("--measurements", type=Path, help="a measurement file (default: the newest in docs/build-cost)")
     parser.add_argument("--kinds", action="store_true", help="print what each kind of unit costs instead")
     args = parser.parse_args(argv)
+    if (args.graph is None) != args.kinds:
+        parser.error("give --graph DIR, or --kinds")
     try:
         path = args.measurements or measurements_file(bootstrap.REPO / "docs" / "build-cost")
         measurements = json.loads(path.read_text())
         missing = [key for key in ("units", "pieces", "host_compiles") if key not in measurements]
         if missing:
             raise buildcost.CostError(f"{path}: no {', '.join(missing)}: not a file `buildcost.py measure` wrote")
-        units, host_compiles = load_graph(measurements, args.graph)
         if args.kinds:
-            print(kinds_table(measurements, units), end="")
+            print(kinds_table(measurements, [buildcost.Unit(**u) for u in measurements["units"]]), end="")
             return 0
+        units, host_compiles = load_graph(args.graph)
         text, short = table(measurements, units, host_compiles, bootstrap.REPO)
-    except (InputError, buildcost.CostError, OSError, ValueError) as error:
+    except (InputError, buildcost.CostError, OSError, ValueError, KeyError, TypeError) as error:
         print(f"predict_build_cost: {error}", file=sys.stderr)
         return 2
     print(text, end="")

@@ -182,6 +182,15 @@ def test_every_nvcc_unit_of_the_graph_is_of_a_measured_kind(plugin_rehearsal: di
     assert not [u.source for u in units if re.search(r"moe_gemm\w*fp4", Path(u.source).name)]
 
 
+def test_every_cuda_job_of_the_recipe_is_predicted_within_the_runners_limits(plugin_rehearsal: dict) -> None:
+    """The recipe's graph, priced from the recorded measurements for every CUDA job's list, leaves each
+    job 1.5 times under the runner's 8 hours and within its memory (scripts/predict_build_cost.py): a
+    longer list or a new kernel family that breaks this fails here, before a release does on a runner."""
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "predict_build_cost.py"),
+                           "--graph", plugin_rehearsal["workdir"]], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def _ort_arch_specific(source: Path) -> set[str]:
     """The architectures ORT compiles as their `a` variants (cmake/external/cuda_configuration.cmake)."""
     text = (source / "cmake" / "external" / "cuda_configuration.cmake").read_text()

@@ -29,6 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ninja_graph import order_deps, target_compiles
+
 # (kind, a pattern its source paths match): the first kind that matches a unit is its kind. The
 # paths are ONNX Runtime's at 1.30.0; a unit that matches none stops `classify`, so a new family
 # upstream cannot be priced as some other one.
@@ -441,19 +443,6 @@ def compression(unit: str, pieces: list[Piece], scratch: Path) -> list[dict]:
 
 # --- the GPU machine's command line
 
-def _ninja(build: Path, *args: str) -> str:
-    return subprocess.run(["ninja", "-C", str(build), *args], check=True, capture_output=True, text=True).stdout
-
-
-def _prerequisites(build: Path, outputs: list[str]) -> list[str]:
-    """The implicit and order-only inputs of these compiles (generated headers and the like)."""
-    found: set[str] = set()
-    for output in outputs:
-        query = _ninja(build, "-t", "query", output).split("input:", 1)[1].split("outputs:", 1)[0]
-        found |= {line.strip().lstrip("|").strip() for line in query.splitlines()[1:] if line.strip().startswith("|")}
-    return sorted(found)
-
-
 def measure_main(args: list[str]) -> int:
     import argparse
 
@@ -465,14 +454,13 @@ def measure_main(args: list[str]) -> int:
     parser.add_argument("--seconds", type=float, required=True, help="time for the sample's compiles")
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
     options = parser.parse_args(args)
-    wanted = set(_ninja(options.build, "-t", "commands", *options.target).splitlines())
-    compiles = [e for e in json.loads(_ninja(options.build, "-t", "compdb")) if e["command"] in wanted and " -c " in e["command"]]
+    _, compiles = target_compiles(options.build, options.target)
     units = classify(compiles, options.source.resolve())
     sample = choose_sample(units)
     by_source = {str(Path(e["file"]).relative_to(options.source.resolve())): e for e in compiles if e["file"].endswith(".cu")}
     start = time.monotonic()
     print(f"{len(units)} nvcc units, {len(compiles) - len(units)} host compiles; sample of {len(sample)}", flush=True)
-    prerequisites = _prerequisites(options.build, [by_source[u.source]["output"] for u in sample])
+    prerequisites = sorted({d for u in sample for d in order_deps(options.build, by_source[u.source]["output"])})
     if prerequisites:  # ninja with no target named would build everything
         subprocess.run(["ninja", "-C", str(options.build), *prerequisites], check=True)
     prerequisites_s = round(time.monotonic() - start, 1)

@@ -30,7 +30,7 @@ from support.yaml_files import read_yaml
 PLUGIN, CPP, PYTHON = "onnxruntime-ep-cuda", "onnxruntime-cpp", "onnxruntime"
 REHEARSED = {PLUGIN: ["--cuda", "13.0"], CPP: [], PYTHON: ["--python", "3.11"]}
 # the rehearsal's own code and data, which a cached result must have been made with
-REHEARSAL_CODE = [REPO / "scripts" / "rehearse.py", REPO / "scripts" / "rattler_render.py",
+REHEARSAL_CODE = [*(REPO / "scripts" / name for name in ("rehearse.py", "rattler_render.py", "ninja_graph.py")),
                   *sorted(p for p in (REPO / "scripts" / "rehearsal").iterdir() if p.suffix in (".py", ".yaml"))]
 
 

@@ -390,7 +390,7 @@ case "${1:-}" in
         rm -rf "${top}/repo"
         mkdir -p "${top}/repo/scripts"
         cp -r "${repo}/recipe" "${top}/repo/"
-        cp -r "${here}" "${repo}/scripts/buildcost.py" "${top}/repo/scripts/"
+        cp -r "${here}" "${repo}/scripts/buildcost.py" "${repo}/scripts/ninja_graph.py" "${top}/repo/scripts/"
         setsid bash "${top}/repo/scripts/device/run.sh" pipeline >"${results}/pipeline.log" 2>&1 </dev/null &
         note "pipeline started"
         ;;

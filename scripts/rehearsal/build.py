@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ninja_graph import order_deps, target_compiles
 from rehearsal.prefixes import Prefixes, RehearsalError, lay_out
 from rehearsal.sources import Sources
 
@@ -137,18 +138,6 @@ def _place_trees(trees: Path, src: Path, build_dir: str, cmake_args: list[str]) 
                    cwd=deps / "cutlass-src", check=True, stdout=subprocess.DEVNULL)
 
 
-def _ninja(build: Path, *args: str) -> str:
-    return subprocess.run(["ninja", "-C", str(build), *args], check=True, capture_output=True, text=True).stdout
-
-
-def _target_compiles(build: Path, targets: list[str]) -> tuple[list[str], list[dict[str, str]]]:
-    commands = [line for line in _ninja(build, "-t", "commands", *targets).splitlines() if line.strip()]
-    wanted = set(commands)
-    database = json.loads(_ninja(build, "-t", "compdb"))
-    compiles = [entry for entry in database if entry["command"] in wanted and " -c " in entry["command"]]
-    return commands, compiles
-
-
 def _includes(source: Path, pattern: str) -> bool:
     text = source.read_text(errors="replace")
     return re.search(rf'#\s*include\s*[<"]{pattern}', text) is not None
@@ -204,13 +193,6 @@ def _one_architecture(command: str) -> list[str]:
     return result
 
 
-def _order_deps(build: Path, output: str) -> list[str]:
-    """A compile's implicit and order-only inputs (generated headers and the like), built before it."""
-    query = _ninja(build, "-t", "query", output)
-    inputs = query.split("input:", 1)[1].split("outputs:", 1)[0].splitlines()[1:]
-    return [line.strip().lstrip("|").strip() for line in inputs if line.strip().startswith("|")]
-
-
 def compile_sample(build: Path, sample: list[Sampled], compiles: list[dict[str, str]], log: Path) -> None:
     """Host objects by ninja itself, all at once; each .cu by its own nvcc command at one architecture."""
     by_output = {e["output"]: e for e in compiles}
@@ -234,7 +216,7 @@ def compile_sample(build: Path, sample: list[Sampled], compiles: list[dict[str, 
                 continue
             start = time.monotonic()
             entry = by_output[item.object]
-            deps = _order_deps(build, item.object)
+            deps = order_deps(build, item.object)
             first = subprocess.run(["ninja", "-C", str(build), *deps], stdout=out, stderr=subprocess.STDOUT) if deps else None
             if first is not None and first.returncode != 0:
                 item.error = f"its prerequisites failed to build (see {log.name})"
@@ -347,7 +329,7 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
         report.unused_cmake_variables = unused.group(1).split() if unused else []
         build = src / build_dir
         report.build_targets = targets.read_text().split()
-        commands, compiles = _target_compiles(build, report.build_targets)
+        commands, compiles = target_compiles(build, report.build_targets)
         (workdir / "graph.txt").write_text("\n".join(commands) + "\n")
         (workdir / "compile_commands.json").write_text(json.dumps(compiles, indent=1))
         report.graph_steps, report.graph_compiles = len(commands), len(compiles)

@@ -209,9 +209,8 @@ def measure(sample: list[Unit], entries: dict[str, dict[str, str]], scratch: Pat
     after `seconds` is stopped and recorded as stopped."""
     scratch.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + seconds
-    pieces = [Piece(0, u.source, u.kind, t, i == 0) for u in sample for i, t in enumerate(u.targets)]
-    for number, piece in enumerate(pieces):
-        piece.number = number
+    pairs = [(unit, i) for unit in sample for i in range(len(unit.targets))]
+    pieces = [Piece(n, u.source, u.kind, u.targets[i], i == 0) for n, (u, i) in enumerate(pairs)]
     running: dict[int, Piece] = {}
 
     def stop_at_deadline() -> None:

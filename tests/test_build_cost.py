@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import buildcost
+from predict_build_cost import measurements_file
 from support.wheels import unpacked_wheel
 
 # NVIDIA's wheels that together make a toolkit nvcc compiles with: each unpacks to nvidia/cu13/{bin,include,lib,nvvm}
@@ -273,7 +274,7 @@ def test_two_units_of_one_file_name_keep_their_own_files(nvcc: Path, gcc: str, t
 
 # --- predicting, from the measurement file the GPU machine wrote
 
-MEASUREMENTS = sorted((Path(__file__).resolve().parents[1] / "docs" / "build-cost").glob("*-measurements.json"))[-1]
+MEASUREMENTS = measurements_file(Path(__file__).resolve().parents[1] / "docs" / "build-cost")
 
 
 @pytest.fixture(scope="module")

@@ -173,10 +173,10 @@ def test_every_nvcc_unit_of_the_graph_is_of_a_measured_kind(plugin_rehearsal: di
     recorded GPU run measured (a new kernel family upstream fails here first), and the FP4 QMoE units the
     recipe turns off are gone."""
     import buildcost
+    from predict_build_cost import load_graph, measurements_file
 
-    workdir = Path(plugin_rehearsal["workdir"])
-    units = buildcost.classify(json.loads((workdir / "compile_commands.json").read_text()), (workdir / "src").resolve())
-    (measurements,) = sorted((REPO / "docs" / "build-cost").glob("*-measurements.json"))[-1:]
+    units, _ = load_graph(Path(plugin_rehearsal["workdir"]))
+    measurements = measurements_file(REPO / "docs" / "build-cost")
     measured = buildcost.kind_costs(json.loads(measurements.read_text())["pieces"])
     assert units and {u.kind for u in units} <= set(measured)
     assert not [u.source for u in units if re.search(r"moe_gemm\w*fp4", Path(u.source).name)]

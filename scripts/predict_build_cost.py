@@ -8,7 +8,7 @@ FILE is a measurement file written on the GPU machine (scripts/buildcost.py; REA
 costs", gives the run), by default the newest under docs/build-cost/. Every nvcc unit of the graph is
 priced by its kind's measured cost per GPU target, for each CUDA job's architecture list and the job
 sizing in config/feedstock.yaml (--kinds: what each kind of the measured graph costs instead). DIR is a rehearsal of
-the plugin (scripts/rehearse.py onnxruntime-ep-cuda --cuda 13.0 --no-sample --workdir DIR): the graph of
+the plugin (scripts/rehearse.py onnxruntime-ep-cuda --cuda 13.4 --no-sample --workdir DIR): the graph of
 the recipe as it is now. Prints one Markdown table, then each job whose build is predicted less than
 MARGIN times under the runner's time limit, or whose jobs at their peak would need more memory than the
 runner has free; exit 0 when there is none, 1 when there is, 2 on bad input.

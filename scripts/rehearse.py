@@ -3,7 +3,7 @@
 
     python3 scripts/rehearse.py onnxruntime-cpp --workdir DIR
     python3 scripts/rehearse.py onnxruntime --python 3.11 --workdir DIR
-    python3 scripts/rehearse.py onnxruntime-ep-cuda --cuda 13.0 --workdir DIR
+    python3 scripts/rehearse.py onnxruntime-ep-cuda --cuda 13.4 --workdir DIR
 
 The recipe is evaluated by rattler-build's engine for the linux-64 variant in .ci_support/; its build
 and host requirements are laid out from the stand-ins in scripts/rehearsal/standins.yaml; the build
@@ -27,12 +27,13 @@ import bootstrap  # noqa: E402
 
 bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt")
 
+from feedstock.ci_support import load_jobs  # noqa: E402
 from feedstock.errors import InputError  # noqa: E402
 from feedstock.inputs import load_config  # noqa: E402
 from feedstock.reader import load_yaml  # noqa: E402
 from rattler_render import render  # noqa: E402
 from rehearsal.build import DEPENDENCIES, rehearse  # noqa: E402
-from rehearsal.prefixes import RehearsalError  # noqa: E402
+from rehearsal.prefixes import RehearsalError, load_standins  # noqa: E402
 from rehearsal.sources import SourcesUnavailable, WrongHash, locate  # noqa: E402
 
 PLATFORM = "linux-64"
@@ -63,6 +64,13 @@ def evaluate(feedstock: Path, output: str, cuda: str | None, python: str | None)
     raise RehearsalError(f"{feedstock / 'recipe' / 'recipe.yaml'}: {output} is not built for CUDA {cuda or 'None'} on {PLATFORM}")
 
 
+def without_nvcc(feedstock: Path) -> list[str]:
+    """The linux-64 jobs' CUDA versions that no rehearsal can take: standins.yaml has no nvcc for them."""
+    nvcc = load_standins()["cuda-nvcc_linux-64"]["pypi"]
+    versions = sorted({job.cuda_version for job in load_jobs(feedstock) if job.platform == PLATFORM and job.cuda_version})
+    return [f"CUDA {v}: scripts/rehearsal/standins.yaml has no nvcc for it" for v in versions if v not in nvcc]
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("output", choices=sorted(DEPENDENCIES))
@@ -81,7 +89,8 @@ def main(argv: list[str]) -> int:
         rendered, variant = evaluate(args.feedstock.resolve(), args.output, args.cuda, args.python)
         without_file = {entry.dep for entry in load_config(args.feedstock).license.vendored if not entry.file}
         report = rehearse(args.output, rendered, variant, args.feedstock.resolve() / "recipe", sources,
-                          args.workdir.resolve(), args.cache.resolve(), without_file, sample=not args.no_sample)
+                          args.workdir.resolve(), args.cache.resolve(), without_file, sample=not args.no_sample,
+                          not_rehearsed=without_nvcc(args.feedstock) if args.cuda else [])
     except (RehearsalError, InputError, SourcesUnavailable, WrongHash) as error:
         print(f"rehearse: {error}", file=sys.stderr)
         return 2

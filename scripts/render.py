@@ -33,7 +33,7 @@ def generate(root: Path) -> list[rendering.GeneratedFile]:
     problems = [Problem(migration, "cuda_compiler_version", architectures.missing_list(version, listed))
                 for migration, versions in ci_support.migrated_cuda_versions(root).items()
                 for version in versions if version not in config.cuda_lists.by_version]
-    offered = sorted({p for job in jobs if "python" in rendering.outputs_built(config, job) for p in job.pythons})
+    offered = rendering.offered_pythons(config, jobs)
     if offered and not [p for p in offered if rendering.python_is_built(config, p)]:
         problems.append(Problem(inputs.CONFIG, "python", f"the range {config.python.minimum} to "
                                 f"{config.python.maximum or 'the newest'} leaves out every Python the .ci_support "

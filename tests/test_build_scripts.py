@@ -182,7 +182,7 @@ def plugin_build_env(tools: FakeTools, source: Path, prefix: Path, **overrides: 
         "NVCC_THREADS": "2", "NVCC_GB_PER_THREAD": "1", "CUDA_BUILD_JOBS": "8", "SM90_TMA_JOBS": "2",
         "PLUGIN_MANIFEST": PLUGIN_SCRIPT_ENV["PLUGIN_MANIFEST"],
         # what the recipe tells the script for linux
-        "PLUGIN_INSTALL_PATH": plugin_script_env("linux-64", "13.0")["PLUGIN_INSTALL_PATH"], **overrides,
+        "PLUGIN_INSTALL_PATH": script_env(plugin_builds_on("linux-64")[0])["PLUGIN_INSTALL_PATH"], **overrides,
     })
 
 
@@ -201,10 +201,11 @@ def script_env(build: Built) -> dict[str, str]:
     return {key: str(value) for key, value in build.recipe["build"]["script"]["env"].items()}
 
 
-def plugin_script_env(platform: str, cuda: str) -> dict[str, str]:
-    cuda_tag = f"cuda{cuda.replace('.', '')}"
-    (plugin,) = [b for b in plugin_builds() if b.platform == platform and cuda_tag in b.build_string]
-    return script_env(plugin)
+def plugin_builds_on(platform: str) -> list[Built]:
+    """The plugin in each of `platform`'s CUDA jobs: at least one, or the platform builds no plugin."""
+    builds = [b for b in plugin_builds() if b.platform == platform]
+    assert builds, f"no .ci_support job builds {PLUGIN_PACKAGE} for {platform}"
+    return builds
 
 
 def plugin_install_path(family: str) -> str:
@@ -942,16 +943,13 @@ def test_windows_plugin_script_is_told_the_path_its_manifest_names():
         assert script_env(build)["PLUGIN_INSTALL_PATH"] == plugin_install_path("win"), build.source
 
 
-def test_windows_cuda_12_9_plugin_has_no_kernels_for_sm_100_or_newer():
-    numbers = sm_numbers(plugin_script_env("win-64", "12.9")["CUDA_ARCHITECTURES"])
+def test_windows_plugin_has_blackwell_kernels_exactly_from_cuda_13_on():
+    """CUDA 12's headers break SM 100+ under MSVC; CUDA 13's do not, so its jobs keep Blackwell."""
+    for build in plugin_builds_on("win-64"):
+        numbers = sm_numbers(script_env(build)["CUDA_ARCHITECTURES"])
+        cuda_12 = re.search(r"_cuda12\d*$", build.build_string) is not None
 
-    assert numbers and max(numbers) < FIRST_SM_THAT_BREAKS_CUDA_12_9_UNDER_MSVC, numbers
-
-
-def test_windows_cuda_13_0_plugin_keeps_blackwell():
-    numbers = sm_numbers(plugin_script_env("win-64", "13.0")["CUDA_ARCHITECTURES"])
-
-    assert max(numbers) >= FIRST_SM_THAT_BREAKS_CUDA_12_9_UNDER_MSVC, numbers
+        assert numbers and (max(numbers) < FIRST_SM_THAT_BREAKS_CUDA_12_9_UNDER_MSVC) == cuda_12, build.source
 
 
 def test_plugin_runs_no_more_nvcc_threads_at_once_than_a_16_core_63_gb_runner_held():

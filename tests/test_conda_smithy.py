@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -107,7 +108,7 @@ def _build_system(ci: dict) -> str:
 def test_cuda_jobs_run_on_the_large_runners_of_their_build_machine() -> None:
     cuda_jobs = {p.name: read_yaml(p) for p in sorted(CI_SUPPORT.glob("*.yaml"))
                  if read_yaml(p)["cuda_compiler_version"] != ["None"]}
-    assert len(cuda_jobs) == 6
+    assert {ci["target_platform"][0] for ci in cuda_jobs.values()} == set(CONFIG.cuda_platforms), cuda_jobs
     labels = {name: (ci.get("github_actions_labels"), CONFIG.runners[_build_system(ci)])
               for name, ci in cuda_jobs.items()}
     assert {name: got for name, (got, _) in labels.items()} == {name: [want] for name, (_, want) in labels.items()}
@@ -155,13 +156,17 @@ def test_a_free_threaded_python_migration_is_built_and_shown_as_such(conda_smith
     assert result.returncode == 0, result.stderr[-4000:]
     cpu_jobs = {name: pythons for name, pythons in _python_lists(root).items() if "cuda_compiler_versionNone" in name
                 or name == "osx_arm64_.yaml"}
-    assert len(cpu_jobs) == 4 and all("3.14.* *_cp314t" in pythons for pythons in cpu_jobs.values()), cpu_jobs
+    # one CPU job per platform, each offering the free-threaded Python
+    assert len(cpu_jobs) == len(CONFIG.platforms) and all("3.14.* *_cp314t" in pythons
+                                                          for pythons in cpu_jobs.values()), cpu_jobs
     rendered = subprocess.run([sys.executable, str(root / "scripts" / "render.py")], capture_output=True, text=True,
                               stdin=subprocess.DEVNULL, timeout=120)
     assert rendered.returncode == 0, rendered.stderr
     readme = (root / "README.md").read_text()
-    assert readme.count(" | 3.11, 3.12, 3.13, 3.14, 3.14t |") == 4
-    assert "(20 Python builds in all;" in readme
+    python_cells = re.findall(r"(?m)^\| `[^`]+` \| `onnxruntime-cpp`, `onnxruntime` \| — \| — \| ([^|]+) \|$", readme)
+    assert len(python_cells) == len(cpu_jobs) and all("3.14t" in cell.split(", ") for cell in python_cells), python_cells
+    builds_before = int(re.search(r"\((\d+) Python builds in all;", (REPO / "README.md").read_text()).group(1))
+    assert f"({builds_before + len(cpu_jobs)} Python builds in all;" in readme
     variants = read_yaml(root / ".ci_support" / "osx_arm64_.yaml")
     packages = [r for r in render(root / "recipe" / "recipe.yaml", variants, "osx-arm64", "osx-arm64")
                 if r.name == CONFIG.outputs.python.name]

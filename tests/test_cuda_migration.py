@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SHARED
+from conftest import CONFIG, REPO, SHARED
+from feedstock.ci_support import migrated_cuda_versions
+from feedstock.reader import version_tuple
 from feedstock.architectures import number
 from rattler_render import render as rattler_render
 from support.smithy import Smithy
@@ -23,9 +25,9 @@ from test_conda_smithy import _clean_copy, _git
 
 # The newest nvcc on PyPI: a CUDA version the config does not list, which the rule derives a list for.
 MIGRATED = "13.5"
-# The listed version whose list it derives from, and which the migration is modelled on.
-LISTED = "13.0"
-CUDA_PLATFORMS = ("linux-64", "linux-aarch64", "win-64")
+# The newest version the config lists, whose list a migration's version derives from.
+LISTED = max(CONFIG.cuda.versions, key=version_tuple)
+CUDA_PLATFORMS = CONFIG.cuda_platforms
 
 
 def render(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -41,14 +43,16 @@ def cuda_jobs(root: Path) -> dict[str, tuple[str, str]]:
 
 
 def add_migration(root: Path, smithy: Smithy, tmp_path: Path, version: str) -> Path:
-    """conda-forge's CUDA migration for `version`, modelled on the feedstock's cuda130.yaml, in the feedstock
-    and in a copy of the pinning; returns that pinning."""
-    model = (REPO / ".ci_support" / "migrations" / f"cuda{LISTED.replace('.', '')}.yaml").read_text()
+    """conda-forge's CUDA migration for `version`, modelled on the feedstock's migration that brings the
+    config's newest CUDA, in the feedstock and in a copy of the pinning; returns that pinning."""
+    (model_file,) = [name for name, versions in migrated_cuda_versions(REPO).items() if LISTED in versions]
+    model = (REPO / model_file).read_text()
     migration = root / ".ci_support" / "migrations" / f"cuda{version.replace('.', '')}.yaml"
     text = model.replace(f"  - {LISTED}   ", f"  - {version}   ")
     text = text.replace(f"Upgrade to CUDA {LISTED}", f"Upgrade to CUDA {version}")
-    text = text.replace("      - 13.0\n", f"      - 13.0\n      - {version}\n", 1)
+    text = text.replace(f"      - {LISTED}\n", f"      - {LISTED}\n      - {version}\n", 1)
     text = re.sub(r"(?m)^migrator_ts: \d+$", "migrator_ts: 1790000000", text)
+    text = re.sub(r"(?m)^  use_local: true\n", "", text)
     assert text.count(f"- {version}") == 2, text
     migration.write_text(text)
     return smithy.pinning_with(migration, tmp_path / "pinning")
@@ -88,7 +92,7 @@ def test_a_cuda_migration_gets_one_job_per_cuda_platform(migrated: Path) -> None
 def test_a_cuda_migration_builds_the_listed_majors_list_limited_to_its_nvcc(migrated: Path, platform: str) -> None:
     (job,) = [name for name, (p, v) in cuda_jobs(migrated).items() if (p, v) == (platform, MIGRATED)]
     (listed_job,) = [name for name, (p, v) in cuda_jobs(migrated).items() if (p, v) == (platform, LISTED)]
-    # CUDA 13.5's nvcc accepts every architecture 13.0's list has, so the lists are the same
+    # CUDA 13.5's nvcc accepts every architecture the newest listed CUDA 13 list has, so the lists are the same
     assert plugin_architectures(migrated, job) == plugin_architectures(migrated, listed_job) != ""
 
 
@@ -96,7 +100,8 @@ def test_render_after_a_cuda_migration_shows_its_jobs_and_is_current_after(migra
     result = render(migrated)
     assert result.returncode == 0, result.stderr
     readme = (migrated / "README.md").read_text()
-    assert len(re.findall(rf"\| {re.escape(MIGRATED)} \| [0-9 ]+ \(from {re.escape(LISTED)}'s\) \|", readme)) == 3
+    assert len(re.findall(rf"\| {re.escape(MIGRATED)} \| [0-9 ]+ \(from {re.escape(LISTED)}'s\) \|", readme)) == len(
+        CUDA_PLATFORMS)
     assert render(migrated, "--check").returncode == 0
 
 
@@ -112,7 +117,7 @@ def test_a_migration_to_a_cuda_the_rule_cannot_derive_is_named_by_render(conda_s
         assert (result.returncode, result.stderr) == (2, (
             ".ci_support/migrations/cuda136.yaml: cuda_compiler_version: CUDA 13.6 has no GPU architecture list: add "
             "what its nvcc compiles for (`nvcc --list-gpu-code`) to NVCC_ARCHITECTURES in "
-            "scripts/feedstock/architectures.py, and its list follows CUDA 13.0's\n"))
+            f"scripts/feedstock/architectures.py, and its list follows CUDA {LISTED}'s\n"))
 
 
 def _drop(root: Path, pattern: str, replacement: str = "") -> None:
@@ -136,14 +141,19 @@ def _sequence(smithy: Smithy, root: Path) -> list[tuple[str, int, str]]:
 
 def test_dropping_a_cuda_version_takes_its_jobs_away_with_no_hand_deletion(conda_smithy: Smithy,
                                                                              tmp_path: Path) -> None:
+    listed = sorted(CONFIG.cuda.versions, key=version_tuple)
+    if len(listed) < 2:
+        pytest.skip(f"cuda.versions lists one CUDA version ({listed[0]}): dropping it would leave no plugin")
+    dropped = listed[0]
     root = _clean_copy(tmp_path)
-    _drop(root, r'^    "12\.9":\n(?:(?:      |        |        #).*\n)+')
+    before = {v for _, v in cuda_jobs(root).values()}
+    _drop(root, rf'^    "{re.escape(dropped)}":\n(?:(?:      |        |        #).*\n)+')
     assert [code for _, code, _ in _sequence(conda_smithy, root)] == [0, 0, 0]
-    assert {v for _, v in cuda_jobs(root).values()} == {"13.0"}
-    assert "12.9" not in (root / "README.md").read_text().split("<!-- build matrix")[1]
+    assert {v for _, v in cuda_jobs(root).values()} == before - {dropped}
+    assert f"| {dropped} |" not in (root / "README.md").read_text().split("<!-- build matrix")[1]
     assert render(root, "--check").returncode == 0
     _git(root, "add", "--all")
-    _git(root, "commit", "--quiet", "-m", "drop CUDA 12.9")
+    _git(root, "commit", "--quiet", "-m", f"drop CUDA {dropped}")
     rerender(conda_smithy, root)
     assert _git(root, "status", "--porcelain", "--untracked-files=all") == ""
 
@@ -161,7 +171,9 @@ def test_dropping_a_platform_takes_its_jobs_away_with_no_hand_deletion(conda_smi
         rerender(conda_smithy, root)
         result = render(root)
         assert result.returncode == 0, result.stderr
-        assert "| `win_64_cuda_compiler_version13.0` | nothing: the recipe skips it" in (root / "README.md").read_text()
+        skipped = [p.stem for p in (root / ".ci_support").glob("win_64_*.yaml")]
+        readme = (root / "README.md").read_text()
+        assert skipped and all(f"| `{job}` | nothing: the recipe skips it" in readme for job in skipped), skipped
     steps = _sequence(conda_smithy, root)
     assert [code for _, code, _ in steps] == [0, 0, 0], steps
     assert not list((root / ".ci_support").glob("win_64_*.yaml"))

@@ -33,11 +33,19 @@ def steps(top: Path) -> list[list[str]]:
     return [row.split("\t") for row in (top / "results" / "steps.tsv").read_text().splitlines()]
 
 
-@pytest.fixture(scope="module")
-def bundles(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def mirror_with_sources() -> Path:
+    """The mirror folder, when it has the sources of the recipe's version; a skip that says why otherwise."""
     mirror = mirror_folder(os.environ)
     if mirror is None:
         pytest.skip("no mirror folder (ORT_SOURCE_MIRROR, else ../shared/upstream): the bundles carry its files")
+    if reason := pack.missing(mirror, pack.build_plan(REPO)["version"]):
+        pytest.skip(reason)
+    return mirror
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    mirror = mirror_with_sources()
     dest = tmp_path_factory.mktemp("device") / "bundles"
     result = subprocess.run([sys.executable, str(DEVICE / "pack.py"), "--mirror", str(mirror), "--dest", str(dest)],
                             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
@@ -91,9 +99,7 @@ def test_the_plan_carries_the_build_environment_rattler_build_renders(bundles: P
 def test_a_cost_run_carries_the_build_inputs_alone_and_keeps_the_recipes_settings(tmp_path: Path) -> None:
     """pack.py --cost plans a cost run (scripts/buildcost.py): the build's inputs and no cores to test, and
     no device overrides, so the sample compiles at the recipe's own architecture list."""
-    mirror = mirror_folder(os.environ)
-    if mirror is None:
-        pytest.skip("no mirror folder (ORT_SOURCE_MIRROR, else ../shared/upstream): the bundles carry its files")
+    mirror = mirror_with_sources()
     result = subprocess.run([sys.executable, str(DEVICE / "pack.py"), "--cost", "--mirror", str(mirror),
                              "--dest", str(tmp_path)], capture_output=True, text=True, stdin=subprocess.DEVNULL,
                             timeout=900)
@@ -239,7 +245,7 @@ def test_cases_stuck_in_two_workers_at_once_each_keep_their_own_stacks(tmp_path:
 def test_the_report_compares_the_operator_suite_between_cores(tmp_path: Path) -> None:
     (tmp_path / "stage").mkdir()
     (tmp_path / "stage" / "plan.json").write_text(json.dumps({
-        "version": "1.30.0", "cuda": "13.0",
+        "version": "1.30.0", "cuda": "13.4",
         "overrides": {"env": {"CUDA_BUILD_JOBS": ["16", "16 cores"]}, "cmake_args": [["-DX=ON", "why"]]}}))
     suite = tmp_path / "work" / "src" / checks.OPERATOR_SUITE
     suite.parent.mkdir(parents=True)

@@ -1,8 +1,8 @@
 """The recipe's build scripts rehearsed against ONNX Runtime's real source (scripts/rehearse.py).
 
 Each rehearsal configures for real and compiles a sample of the build graph (linux-64:
-onnxruntime-cpp, onnxruntime for one Python, onnxruntime-ep-cuda for CUDA 13.0; CUDA 12.9 has no
-nvcc on PyPI). A rehearsal's result is kept under .cache/rehearsal/runs/, keyed by everything it
+onnxruntime-cpp, onnxruntime for this machine's Python, onnxruntime-ep-cuda for the newest CUDA of the
+linux-64 jobs; CUDA 12 has no nvcc on PyPI). A rehearsal's result is kept under .cache/rehearsal/runs/, keyed by everything it
 reads, so an unchanged feedstock is not rehearsed twice on one machine. ORT's source comes from the mirror
 ORT_SOURCE_MIRROR names or from a download (tests/support/upstream_source.py); without either, these
 tests skip and say why.
@@ -21,14 +21,18 @@ from pathlib import Path
 import pytest
 
 from conftest import CONFIG, REPO
+from feedstock.ci_support import load_jobs, newest_cuda
 from rattler_render import render
 from rehearsal.build import DEPENDENCIES
+from rehearsal.prefixes import load_standins
 from rehearsal.sources import Sources
 from support.upstream_source import CACHE, archives_cmake_took, sources
 from support.yaml_files import read_yaml
 
 PLUGIN, CPP, PYTHON = "onnxruntime-ep-cuda", "onnxruntime-cpp", "onnxruntime"
-REHEARSED = {PLUGIN: ["--cuda", "13.0"], CPP: [], PYTHON: ["--python", "3.11"]}
+# the newest CUDA of the .ci_support jobs, whichever migration brought it; the rehearsal's Python is this machine's
+REHEARSED_CUDA = newest_cuda(load_jobs(REPO), "linux-64")
+REHEARSED = {PLUGIN: ["--cuda", REHEARSED_CUDA], CPP: [], PYTHON: ["--python", f"{sys.version_info[0]}.{sys.version_info[1]}"]}
 # the rehearsal's own code and data, which a cached result must have been made with
 REHEARSAL_CODE = [*(REPO / "scripts" / name for name in ("rehearse.py", "rattler_render.py", "ninja_graph.py")),
                   *sorted(p for p in (REPO / "scripts" / "rehearsal").iterdir() if p.suffix in (".py", ".yaml"))]
@@ -198,18 +202,20 @@ def _ort_arch_specific(source: Path) -> set[str]:
 
 
 def test_nvcc_compiles_sass_for_each_listed_architecture(plugin_rehearsal: dict) -> None:
-    listed = [a.removesuffix("-real") for a in CONFIG.cuda.versions["13.0"].architectures["linux-64"]]
+    listed = [a.removesuffix("-real") for a in CONFIG.cuda_lists.get(REHEARSED_CUDA, "linux-64")]
     arch_specific = _ort_arch_specific(Path(plugin_rehearsal["workdir"]) / "src")
     assert plugin_rehearsal["nvcc_sass"] == sorted(f"sm_{a}{'a' if a in arch_specific else ''}" for a in listed)
 
 
 def test_nvcc_embeds_ptx_for_the_newest_architecture_only(plugin_rehearsal: dict) -> None:
-    newest = CONFIG.cuda.versions["13.0"].architectures["linux-64"][-1]
+    newest = CONFIG.cuda_lists.get(REHEARSED_CUDA, "linux-64")[-1]
     assert plugin_rehearsal["nvcc_ptx"] == [f"compute_{newest}"]
 
 
-def test_cuda_12_9_is_reported_as_not_rehearsed(plugin_rehearsal: dict) -> None:
-    assert any(item.startswith("CUDA 12.9") for item in plugin_rehearsal["not_rehearsed"])
+def test_every_linux_64_cuda_without_a_stand_in_nvcc_is_reported_as_not_rehearsed(plugin_rehearsal: dict) -> None:
+    others = {job.cuda_version for job in load_jobs(REPO) if job.platform == "linux-64" and job.cuda_version}
+    others -= {REHEARSED_CUDA, *load_standins()["cuda-nvcc_linux-64"]["pypi"]}
+    assert {item.split(":")[0] for item in plugin_rehearsal["not_rehearsed"]} == {f"CUDA {v}" for v in others}
 
 
 # --- what a broken recipe gets
@@ -280,7 +286,7 @@ def test_a_package_without_a_stand_in_is_refused_naming_the_table_and_the_packag
     assert "        - libcufft-dev\n" in text
     recipe.write_text(text.replace("        - libcufft-dev\n", "        - libcufft-dev\n        - libnvjpeg-dev\n", 1))
     sources(*DEPENDENCIES[PLUGIN])
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse.py"), PLUGIN, "--cuda", "13.0",
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse.py"), PLUGIN, "--cuda", REHEARSED_CUDA,
                            "--workdir", str(feedstock / "rehearsal"), "--feedstock", str(feedstock),
                            "--cache", str(CACHE)], capture_output=True, text=True)
     assert done.returncode == 2

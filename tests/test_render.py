@@ -20,8 +20,10 @@ import pytest
 
 from conftest import CONFIG, FLOOR_CORE_VERSION, REPO
 from feedstock.architectures import NVCC_ARCHITECTURES, ort_cuda_architectures
+from feedstock.ci_support import load_jobs
 from feedstock.inputs import load_config
-from feedstock.reader import parse_yaml
+from feedstock.rendering import offered_pythons
+from feedstock.reader import parse_yaml, version_tuple
 from rattler_render import render as rattler_render
 from support.yaml_files import read_yaml
 
@@ -199,6 +201,10 @@ def test_check_reports_a_hand_edit_as_stale(feedstock: Path) -> None:
 
 
 CONFIG_ERROR = "config/feedstock.yaml: "
+# the newest CUDA version the config lists, whose list the cases below edit
+CUDA = max(CONFIG.cuda.versions, key=version_tuple)
+ACCEPTED = ", ".join(map(str, NVCC_ARCHITECTURES[CUDA]))
+OFFERED = ", ".join(offered_pythons(CONFIG, load_jobs(REPO)))
 BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
     "unknown key": (
         lambda t: t.replace("maintainers:", "colour: blue\nmaintainers:"),
@@ -212,7 +218,7 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         "'osx-arm64' or 'win-64', got 'linux-s390x'"),
     "CUDA version without an arch list": (
         lambda t: re.sub(r"(?m)^        linux-aarch64: \[75-real.*\n", "", t),
-        'cuda.versions."13.0".architectures: no architecture list for CUDA platform linux-aarch64'),
+        f'cuda.versions."{CUDA}".architectures: no architecture list for CUDA platform linux-aarch64'),
     "python below 3.11": (
         lambda t: t.replace('minimum: "3.11"', 'minimum: "3.10"'),
         "python.minimum: 3.10 is below ONNX Runtime's Python floor 3.11"),
@@ -223,8 +229,8 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         lambda t: t.replace("  as: run", "  as: maybe"),
         "cudnn.as: Input should be 'run' or 'constraint', got 'maybe'"),
     "unquoted CUDA version": (
-        lambda t: t.replace('    "13.0":\n', "    13.0:\n"),
-        'cuda.versions."13.0": as a key: expected a quoted string, got a decimal number 13.0'),
+        lambda t: t.replace(f'    "{CUDA}":\n', f"    {CUDA}:\n"),
+        f'cuda.versions."{CUDA}": as a key: expected a quoted string, got a decimal number {CUDA}'),
     "runner for an OS nothing builds on": (
         lambda t: t.replace("runners:\n", "runners:\n  freebsd: namespace-profile-16cpu-on-linux-64\n"),
         "runners.freebsd: no platform of this feedstock builds on freebsd (they build on linux, osx, win)"),
@@ -263,36 +269,36 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         "silently"),
     "architectures out of order": (
         lambda t: t.replace("        linux-64: [75-real, 80-real,", "        linux-64: [80-real, 75-real,"),
-        'cuda.versions."13.0".architectures.linux-64[1]: \'75-real\' comes after \'80-real\'; list architectures from '
+        f'cuda.versions."{CUDA}".architectures.linux-64[1]: \'75-real\' comes after \'80-real\'; list architectures from '
         "the lowest up"),
-    "an architecture CUDA 13.0 dropped (Volta)": (
+    "an architecture CUDA 13 dropped (Volta)": (
         lambda t: t.replace("        linux-64: [75-real, 80-real,", "        linux-64: [70-real, 75-real, 80-real,"),
-        'cuda.versions."13.0".architectures.linux-64[0]: \'70-real\': CUDA 13.0\'s nvcc does not compile for it (it '
-        "accepts 75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121)"),
+        f'cuda.versions."{CUDA}".architectures.linux-64[0]: \'70-real\': CUDA {CUDA}\'s nvcc does not compile for it (it '
+        f"accepts {ACCEPTED})"),
     "a Jetson architecture on linux-64": (
         lambda t: t.replace("        linux-64: [75-real, 80-real, 89-real,",
                             "        linux-64: [75-real, 80-real, 87-real, 89-real,"),
-        'cuda.versions."13.0".architectures.linux-64[2]: \'87-real\' is a Jetson (arm64) GPU, which no linux-64 '
+        f'cuda.versions."{CUDA}".architectures.linux-64[2]: \'87-real\' is a Jetson (arm64) GPU, which no linux-64 '
         "package runs on"),
     "an architecture no nvcc knows (20)": (
         lambda t: t.replace("        linux-64: [75-real, 80-real,", "        linux-64: [20-real, 75-real, 80-real,"),
-        'cuda.versions."13.0".architectures.linux-64[0]: \'20-real\': CUDA 13.0\'s nvcc does not compile for it (it '
-        "accepts 75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121)"),
+        f'cuda.versions."{CUDA}".architectures.linux-64[0]: \'20-real\': CUDA {CUDA}\'s nvcc does not compile for it (it '
+        f"accepts {ACCEPTED})"),
     "an architecture no GPU has (999)": (
         lambda t: t.replace('120-real, "121"]\n        linux-aarch64: [75',
                             '120-real, "121", "999"]\n        linux-aarch64: [75'),
-        'cuda.versions."13.0".architectures.linux-64[8]: \'999\': CUDA 13.0\'s nvcc does not compile for it (it '
-        "accepts 75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121)"),
+        f'cuda.versions."{CUDA}".architectures.linux-64[8]: \'999\': CUDA {CUDA}\'s nvcc does not compile for it (it '
+        f"accepts {ACCEPTED})"),
     "a CUDA version no pinning has": (
-        lambda t: t.replace('    "13.0":\n', '    "12.7":\n      architectures: {linux-64: [80-real], linux-aarch64: '
-                                              '[80-real], win-64: [80-real]}\n    "13.0":\n'),
-        "cuda.versions.\"12.7\": '12.7' is not a CUDA release whose nvcc this feedstock knows (known: 12.9, 13.0, "
-        "13.1, 13.2, 13.3, 13.4, 13.5); a new one needs its row in NVCC_ARCHITECTURES "
+        lambda t: t.replace(f'    "{CUDA}":\n', '    "12.7":\n      architectures: {linux-64: [80-real], linux-aarch64: '
+                                                 f'[80-real], win-64: [80-real]}}\n    "{CUDA}":\n'),
+        "cuda.versions.\"12.7\": '12.7' is not a CUDA release whose nvcc this feedstock knows (known: "
+        f"{', '.join(NVCC_ARCHITECTURES)}); a new one needs its row in NVCC_ARCHITECTURES "
         "(scripts/feedstock/architectures.py)"),
     "a Python floor above every Python offered": (
         lambda t: t.replace('minimum: "3.11"', 'minimum: "3.20"'),
-        "python: the range 3.20 to the newest leaves out every Python the .ci_support jobs offer (3.10, 3.11, 3.12, "
-        "3.13, 3.14), so no Python package would be built"),
+        f"python: the range 3.20 to the newest leaves out every Python the .ci_support jobs offer ({OFFERED}), so no "
+        "Python package would be built"),
     "a build platform, which conda-forge.yml alone says": (
         lambda t: t.replace("  linux-aarch64:\n", "  linux-aarch64:\n    build_platform: linux-64\n"),
         "platforms.linux-aarch64.build_platform: unknown key"),
@@ -308,7 +314,7 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         "source.patches[0]: recipe/" + "a" * 80 + "... does not exist"),
     "architecture listed twice": (
         lambda t: t.replace("        linux-64: [75-real, 80-real,", "        linux-64: [75-real, 75-real, 80-real,"),
-        'cuda.versions."13.0".architectures.linux-64[1]: \'75-real\' is listed twice (first as item 0)'),
+        f'cuda.versions."{CUDA}".architectures.linux-64[1]: \'75-real\' is listed twice (first as item 0)'),
 }
 
 
@@ -646,14 +652,22 @@ def listed_architectures(root: Path) -> dict[str, str]:
     return found
 
 
+def set_list(text: str, version: str, platform: str, architectures: str) -> str:
+    """The config's text with CUDA `version`'s list for `platform` replaced by `architectures` (YAML flow)."""
+    text, count = re.subn(rf'(?ms)^(    "{re.escape(version)}":\n.*?^        {platform}: )\[[^\]]*\]', rf"\g<1>{architectures}",
+                          text, count=1)
+    assert count == 1, f'cuda.versions."{version}".architectures.{platform} not found in the config'
+    return text
+
+
 def test_the_longest_architecture_list_a_cuda_allows_still_fits_in_120_characters(feedstock: Path) -> None:
-    # every architecture CUDA 12.9's nvcc compiles for, the newest bare (SASS and PTX), on linux-aarch64
-    *sass, newest = NVCC_ARCHITECTURES["12.9"]
+    # every architecture the oldest listed CUDA's nvcc compiles for (the most of any listed one), the newest
+    # bare (SASS and PTX), on linux-aarch64
+    oldest = min(CONFIG.cuda.versions, key=version_tuple)
+    *sass, newest = NVCC_ARCHITECTURES[oldest]
     longest = ", ".join([*(f"{a}-real" for a in sass), f'"{newest}"'])
     config = feedstock / "config" / "feedstock.yaml"
-    text, count = re.subn(r"(?m)^(        linux-aarch64: )\[70-real.*$", rf"\1[{longest}]", config.read_text())
-    assert count == 1
-    config.write_text(text)
+    config.write_text(set_list(config.read_text(), oldest, "linux-aarch64", f"[{longest}]"))
     assert render(feedstock).returncode == 0
     assert long_lines(feedstock) == []
     evaluated = evaluated_architectures(feedstock)
@@ -662,15 +676,21 @@ def test_the_longest_architecture_list_a_cuda_allows_still_fits_in_120_character
 
 
 def test_a_list_that_two_cuda_versions_share_is_chosen_in_each_of_their_jobs(feedstock: Path) -> None:
-    # CUDA 12.9 everywhere takes the list CUDA 13.0 has on linux-64 and win-64, but not on linux-aarch64
+    # the oldest listed CUDA takes, on every platform, the list the newest has on linux-64
+    listed = sorted(CONFIG.cuda.versions, key=version_tuple)
+    if len(listed) < 2:
+        pytest.skip(f"cuda.versions lists one CUDA version ({listed[0]}): no two versions to share a list")
+    oldest, newest = listed[0], listed[-1]
+    shared_list = tuple(CONFIG.cuda.versions[newest].architectures["linux-64"])
+    shared = ", ".join(f'"{a}"' for a in shared_list)
     config = feedstock / "config" / "feedstock.yaml"
     text = config.read_text()
-    shared = re.search(r"(?m)^        linux-64: (\[75-real.*)$", text).group(1)
-    text, count = re.subn(r"(?m)^(        (linux-64|linux-aarch64|win-64): )\[70-real.*$", rf"\g<1>{shared}", text)
-    assert count == 3
+    for platform in CONFIG.cuda.versions[oldest].architectures:
+        text = set_list(text, oldest, platform, f"[{shared}]")
     config.write_text(text)
     assert render(feedstock).returncode == 0
     assert "    or (" in (feedstock / RECIPE).read_text()
     evaluated = evaluated_architectures(feedstock)
     assert evaluated == listed_architectures(feedstock)
-    assert len(set(evaluated.values())) == 2
+    oldest_jobs = {job: value for job, value in evaluated.items() if f"cuda_compiler_version{oldest}" in job}
+    assert oldest_jobs and set(oldest_jobs.values()) == {ort_cuda_architectures(shared_list)}

@@ -32,6 +32,7 @@ from cores import NEWEST_CORE  # noqa: E402
 
 bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt")
 
+from feedstock.ci_support import load_jobs, newest_cuda  # noqa: E402
 from rehearse import evaluate  # noqa: E402
 from rehearsal.prefixes import RehearsalError  # noqa: E402
 from rehearsal.sources import TREES, mirror_folder  # noqa: E402
@@ -41,8 +42,8 @@ MIB = 1024 * 1024
 CALL_LIMIT = 64 * MIB
 CHECKOUT_ALLOWANCE = 4 * MIB
 BUNDLE_LIMIT = CALL_LIMIT - CHECKOUT_ALLOWANCE
-# The lent machine: CUDA 13.0 toolkit, linux-64, the image's Python 3.12.
-CUDA = "13.0"
+# The lent machine: linux-64, the image's Python 3.12 and its own CUDA 13.0 toolkit (run.sh), with which
+# it builds the newest linux-64 CUDA job's recipe: a CUDA 13 job's list is what CUDA 13.0's nvcc compiles too.
 WHEEL_TAGS = ["--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
               "--platform", "manylinux_2_27_x86_64", "--platform", "manylinux_2_17_x86_64"]
 # What check_plugin_binary.py imports, and the onnx the tests build their models with: the version
@@ -85,17 +86,18 @@ def _run(command: list[str], cwd: Path) -> None:
 
 
 def build_plan(feedstock: Path, cost: bool = False) -> dict:
-    """The plugin as rattler-build evaluates it for linux-64 and CUDA 13.0, and the cores to test it with;
-    for a cost run (scripts/buildcost.py), the recipe's own settings with no device overrides."""
+    """The plugin as rattler-build evaluates it for the newest linux-64 CUDA job, and the cores to test it
+    with; for a cost run (scripts/buildcost.py), the recipe's own settings with no device overrides."""
+    cuda = newest_cuda(load_jobs(feedstock), "linux-64")
     try:
-        recipe, _ = evaluate(feedstock, "onnxruntime-ep-cuda", CUDA, None)
+        recipe, _ = evaluate(feedstock, "onnxruntime-ep-cuda", cuda, None)
     except RehearsalError as error:
         raise PackError(str(error)) from None
     version = recipe["package"]["version"]
     floor = recipe["build"]["script"]["env"]["ORT_MIN_CORE_VERSION"]
     return {
         "version": version,
-        "cuda": CUDA,
+        "cuda": cuda,
         "script_env": recipe["build"]["script"]["env"],
         "patches": [str(p) for p in recipe["source"][0].get("patches", [])],
         "cores": {"floor": floor, "source": version, "newest": NEWEST_CORE},
@@ -104,13 +106,22 @@ def build_plan(feedstock: Path, cost: bool = False) -> dict:
     }
 
 
+def sources(upstream: Path, version: str) -> tuple[Path, Path, Path]:
+    """What the run takes from the mirror folder: the tarball of `version`, the trees and the archives."""
+    return upstream / f"onnxruntime-{version}-src.tar.zst", upstream / TREES, upstream / "mirror"
+
+
+def missing(upstream: Path, version: str) -> str | None:
+    """Why the mirror folder cannot give the run its sources, or None when it can."""
+    absent = [str(path) for path in sources(upstream, version) if not path.exists()]
+    return f"{', '.join(absent)}: missing; the GPU run needs ONNX Runtime's source and mirror there" if absent else None
+
+
 def gather(upstream: Path, plan: dict, scratch: Path) -> tuple[dict[str, Path], dict[str, Path]]:
     """Build inputs and test inputs, each by its path inside a bundle."""
-    tarball = upstream / f"onnxruntime-{plan['version']}-src.tar.zst"
-    trees = upstream / TREES
-    for needed in (tarball, trees, upstream / "mirror"):
-        if not needed.exists():
-            raise PackError(f"{needed}: missing; the GPU run needs ONNX Runtime's source and mirror there")
+    if reason := missing(upstream, plan["version"]):
+        raise PackError(reason)
+    tarball, trees, _ = sources(upstream, plan["version"])
     build = {f"sources/{p.name}": p for p in (tarball, trees)}
     build |= {f"mirror/{p.relative_to(upstream / 'mirror')}": p
               for p in sorted((upstream / "mirror").rglob("*")) if p.is_file()}

@@ -14,7 +14,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from .errors import InputError
-from .reader import validated
+from .reader import validated, version_tuple
 
 CI_SUPPORT = ".ci_support"
 MIGRATIONS = f"{CI_SUPPORT}/migrations"
@@ -76,3 +76,9 @@ def migrated_cuda_versions(root: Path) -> dict[str, list[str]]:
         if isinstance(versions, list):
             found[f"{MIGRATIONS}/{path.name}"] = [v for v in versions if v != NO_CUDA]
     return found
+
+
+def newest_cuda(jobs: list[CiJob], platform: str) -> str | None:
+    """The newest CUDA version `platform`'s jobs build: the one the rehearsal and the GPU run take."""
+    versions = [job.cuda_version for job in jobs if job.platform == platform and job.cuda_version]
+    return max(versions, key=version_tuple, default=None)

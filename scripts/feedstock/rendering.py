@@ -156,6 +156,11 @@ def outputs_built(config: Config, job: CiJob) -> tuple[str, ...]:
     return ("plugin",) if config.cuda_lists.get(job.cuda_version, job.platform) else ()
 
 
+def offered_pythons(config: Config, jobs: list[CiJob]) -> list[str]:
+    """Every Python the jobs that build the Python package offer, whether or not the config's range takes it."""
+    return sorted({p for job in jobs if "python" in outputs_built(config, job) for p in job.pythons})
+
+
 def plugin_manifest(config: Config, family: str) -> str:
     plugin = config.outputs.plugin
     manifest = {

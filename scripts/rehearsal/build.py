@@ -280,8 +280,9 @@ def plugin_link_line(build: Path, commands: list[str]) -> str:
 
 
 def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], recipe_dir: Path, sources: Sources,
-             workdir: Path, cache: Path, without_file: set[str], sample: bool = True) -> Report:
-    report = Report(output, variant, str(workdir), sources.origin)
+             workdir: Path, cache: Path, without_file: set[str], sample: bool = True,
+             not_rehearsed: list[str] = ()) -> Report:
+    report = Report(output, variant, str(workdir), sources.origin, not_rehearsed=list(not_rehearsed))
     workdir.mkdir(parents=True, exist_ok=True)
     src = workdir / "src"
     shutil.rmtree(src, ignore_errors=True)
@@ -304,7 +305,6 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
     if output == "onnxruntime-ep-cuda":
         if sources.trees is not None:
             _place_trees(sources.trees, src, build_dir, cmake_args)
-        report.not_rehearsed.append("CUDA 12.9: PyPI's CUDA 12 wheels (nvidia-cuda-nvcc-cu12) carry no nvcc")
     env = _environment(report, prefixes, rendered, src, recipe_dir, cmake_args)
     log = workdir / "configure.log"
     targets = workdir / "build_targets.txt"

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import jinja2
 
 from . import hand_edits
-from .architectures import ort_cuda_architectures
+from .architectures import number, ort_cuda_architectures
 from .ci_support import CiJob
 from .errors import InputError
 from .inputs import OUTPUT_KEYS, RECIPE, BotFields, Config
@@ -88,20 +89,26 @@ def _quoted_lines(text: str, separator: str, width: int = 100) -> list[str]:
     return [f'"{line}" ~' for line in lines[:-1]] + [f'"{lines[-1]}"']
 
 
-def cuda_architectures_expression(config: Config) -> str:
-    """A rattler-build expression choosing the architecture list by CUDA version and platform, one
-    list and each of its conditions on a line of its own."""
+def lowest_compute_capability(architectures: tuple[str, ...]) -> str:
+    """`75-real` first -> `7.5`: the oldest GPU a list has machine code for, as `__cuda_arch` spells it."""
+    lowest = min(map(number, architectures))
+    return f"{lowest // 10}.{lowest % 10}"
+
+
+def cuda_architectures_expression(config: Config, value: Callable[[tuple[str, ...]], str]) -> str:
+    """A rattler-build expression choosing `value` of the architecture list by CUDA version and platform,
+    one value and each of its conditions on a line of its own."""
     all_cuda = list(config.cuda_platforms)
-    where: dict[tuple[str, ...], dict[tuple[str, ...], list[str]]] = {}
+    where: dict[str, dict[tuple[str, ...], list[str]]] = {}
     for version, lists in config.cuda_lists.by_version.items():
-        by_list: dict[tuple[str, ...], list[str]] = {}
+        by_value: dict[str, list[str]] = {}
         for platform in all_cuda:
-            by_list.setdefault(lists[platform], []).append(platform)
-        for archs, platforms in by_list.items():
-            where.setdefault(archs, {}).setdefault(tuple(platforms), []).append(version)
+            by_value.setdefault(value(lists[platform]), []).append(platform)
+        for text, platforms in by_value.items():
+            where.setdefault(text, {}).setdefault(tuple(platforms), []).append(version)
     lines = ["${{"]
-    for archs, versions_by_platforms in where.items():
-        lines += [f"  {line}" for line in _quoted_lines(ort_cuda_architectures(archs), ";")]
+    for text, versions_by_platforms in where.items():
+        lines += [f"  {line}" for line in _quoted_lines(text, ";")]
         conditions = []
         for platforms, versions in versions_by_platforms.items():
             condition = [_one_of("cuda_compiler_version", versions)]
@@ -193,7 +200,8 @@ def render_recipe(config: Config, bot: BotFields) -> str:
         config=config,
         bot=bot,
         source_url=config.source.url.replace("{version}", "${{ version }}"),
-        cuda_architectures_expr=cuda_architectures_expression(config),
+        cuda_architectures_expr=cuda_architectures_expression(config, ort_cuda_architectures),
+        cuda_arch_floor_expr=cuda_architectures_expression(config, lowest_compute_capability),
         cpu_tag=CPU_TAG,
         platform_skip=platform_skip(config),
         plugin_skip=plugin_skip(config),

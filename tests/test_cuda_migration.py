@@ -55,7 +55,7 @@ def add_migration(root: Path, smithy: Smithy, tmp_path: Path, version: str) -> P
     text = re.sub(r"(?m)^  use_local: true\n", "", text)
     assert text.count(f"- {version}") == 2, text
     migration.write_text(text)
-    return smithy.pinning_with(migration, tmp_path / "pinning")
+    return smithy.pinning_with(sorted(migration.parent.glob("*.yaml")), tmp_path / "pinning")
 
 
 def rerender(smithy: Smithy, root: Path, pinning: Path | None = None) -> None:

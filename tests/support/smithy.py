@@ -68,14 +68,21 @@ class Smithy:
                               timeout=timeout, stdin=subprocess.DEVNULL)
 
     def rerender(self, feedstock: Path, pinning: Path | None = None) -> subprocess.CompletedProcess[str]:
-        """`pinning`: another conda_build_config.yaml laid out like `self.pinning` (with a migration added)."""
-        return self.run("rerender", "--no-check-uptodate", "-e", str(pinning or self.pinning), cwd=feedstock)
+        """`pinning`: another conda_build_config.yaml laid out like `self.pinning` (with a migration added).
+        Without one, conda-forge's pinning carrying the feedstock's own migrations, as the pinning the bot
+        rerenders with carries every migration it has added to a feedstock (conda-smithy deletes the others)."""
+        with tempfile.TemporaryDirectory() as scratch:
+            if pinning is None:
+                pinning = self.pinning_with(sorted((feedstock / ".ci_support" / "migrations").glob("*.yaml")),
+                                            Path(scratch) / "pinning")
+            return self.run("rerender", "--no-check-uptodate", "-e", str(pinning), cwd=feedstock)
 
-    def pinning_with(self, migration: Path, into: Path) -> Path:
-        """A copy of conda-forge's pinning under `into` that also carries `migration`, as the pinning does
+    def pinning_with(self, migrations: Path | list[Path], into: Path) -> Path:
+        """A copy of conda-forge's pinning under `into` that also carries `migrations`, as the pinning does
         while a migration is open: conda-smithy deletes a feedstock's migration the pinning lacks."""
         shutil.copytree(self.pinning.parent, into)
-        shutil.copy2(migration, into / "share" / "conda-forge" / "migrations" / migration.name)
+        for migration in [migrations] if isinstance(migrations, Path) else migrations:
+            shutil.copy2(migration, into / "share" / "conda-forge" / "migrations" / migration.name)
         return into / self.pinning.name
 
 

@@ -44,7 +44,8 @@ def cuda_jobs(root: Path) -> dict[str, tuple[str, str]]:
 
 def add_migration(root: Path, smithy: Smithy, tmp_path: Path, version: str) -> Path:
     """conda-forge's CUDA migration for `version`, modelled on the feedstock's migration that brings the
-    config's newest CUDA, in the feedstock and in a copy of the pinning with its other migrations; returns that pinning."""
+    config's newest CUDA, in the feedstock and in a copy of the pinning with its other migrations; returns that
+    pinning."""
     (model_file,) = [name for name, versions in migrated_cuda_versions(REPO).items() if LISTED in versions]
     model = (REPO / model_file).read_text()
     migration = root / ".ci_support" / "migrations" / f"cuda{version.replace('.', '')}.yaml"

@@ -23,6 +23,7 @@ from feedstock.architectures import NVCC_ARCHITECTURES, ort_cuda_architectures
 from feedstock.inputs import load_config
 from feedstock.reader import parse_yaml
 from rattler_render import render as rattler_render
+from support.tree import snapshot
 from support.yaml_files import read_yaml
 
 RECIPE = "recipe/recipe.yaml"
@@ -45,12 +46,6 @@ def render(root: Path, *args: str, python: tuple[str, ...] = (sys.executable,),
            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*python, str(root / "scripts" / "render.py"), *args],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120, env=env)
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Every file of the tree (outside scripts/ and .venv/) with its hash: what 'untouched' means."""
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and not {"scripts", ".venv"} & set(p.parts)}
 
 
 def test_committed_tree_is_current() -> None:

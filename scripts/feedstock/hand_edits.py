@@ -16,7 +16,7 @@ import re
 import yaml
 
 from .inputs import RECIPE
-from .reader import child_key
+from .reader import BoundedLoader, child_key
 
 HEADER = "# A render refuses to overwrite a file it generated once the file no longer matches its digest here:\n"
 _DIGEST_LINE = re.compile(r"# ([0-9a-f]{16}) (\S+)\n")
@@ -86,7 +86,7 @@ def edited_keys(current: str, rendered: str) -> list[str]:
     """The keys of `current` whose lines a render would change, in file order."""
     owner: dict[int, str] = {}
     try:
-        document = yaml.compose(current, Loader=yaml.SafeLoader)
+        document = yaml.compose(current, Loader=BoundedLoader)
     except yaml.YAMLError:
         document = None
     if document is not None:

@@ -19,7 +19,7 @@ from pydantic import (AfterValidator, AliasPath, BaseModel, BeforeValidator, Con
 
 from .architectures import NVCC_ARCHITECTURES, CudaLists, cuda_lists, number
 from .architectures import problems as architecture_problems
-from .errors import InputError
+from .errors import InputError, clipped, quoted
 from .reader import fail, load_yaml, validated, version_tuple
 
 CONFIG = "config/feedstock.yaml"
@@ -39,7 +39,7 @@ def text(pattern: str, what: str) -> Any:
     """A string matching `pattern`; a problem calls it `what`."""
     def check(value: str) -> str:
         if not re.fullmatch(pattern, value):
-            raise ValueError(f"{value!r} is not {what}")
+            raise ValueError(f"{quoted(value)} is not {what}")
         return value
     return Annotated[str, AfterValidator(check)]
 
@@ -51,7 +51,7 @@ def relative_path(inside: str) -> Any:
 
 def distinct(values: list[str], same: Any = str) -> list[str]:
     first: dict[str, int] = {}
-    fail(*(((i,), f"{v!r} is listed twice (first as item {first[same(v)]})")
+    fail(*(((i,), f"{quoted(v)} is listed twice (first as item {first[same(v)]})")
            for i, v in enumerate(values) if first.setdefault(same(v), i) != i))
     return values
 
@@ -69,7 +69,8 @@ def lowest_first(architectures: list[str]) -> list[str]:
 
 Url = text(r"https://[^\s\\]+", "an https URL")
 PackageName = text(r"[a-z0-9][a-z0-9._-]*", "a conda package name")
-Summary = text(r"[^\n]*\S[^\n]*", "a one-line summary")
+# a line of a package's page on anaconda.org and of `conda search --info`; ours are under 100 characters
+Summary = text(r"(?=.*\S)[^\n]{1,200}", "a one-line summary of at most 200 characters")
 Spdx = text(r"[A-Za-z0-9.+-]+", "an SPDX licence identifier")
 Version = text(r"\d+\.\d+\.\d+", "a version like 1.24.4")
 PythonVersion = text(r"3\.\d+", "a Python version like 3.11")
@@ -111,7 +112,7 @@ class License(Model):
 
 def _patches_exist(patches: list[str], info: ValidationInfo) -> list[str]:
     # os.path.isfile: a name too long for the file system is no such file either
-    fail(*(((i,), f"{PATCH_DIR}/{p[:80]}{'...' if len(p) > 80 else ''} does not exist") for i, p in enumerate(patches)
+    fail(*(((i,), f"{PATCH_DIR}/{clipped(p)} does not exist") for i, p in enumerate(patches)
            if not os.path.isfile(info.context["root"] / PATCH_DIR / p)))
     return patches
 
@@ -167,7 +168,7 @@ class Outputs(Model):
     @model_validator(mode="after")
     def _distinct_names(self) -> Self:
         names = [getattr(self, key).name for key in OUTPUT_KEYS]
-        fail(*(((key, "name"), f"{names[i]!r} is also outputs.{OUTPUT_KEYS[names.index(names[i])]}.name")
+        fail(*(((key, "name"), f"{quoted(names[i])} is also outputs.{OUTPUT_KEYS[names.index(names[i])]}.name")
                for i, key in enumerate(OUTPUT_KEYS) if names.index(names[i]) != i))
         return self
 
@@ -192,7 +193,7 @@ class Cuda(Model):
     @model_validator(mode="after")
     def _nvcc_compiles_every_architecture(self) -> Self:
         """What the architectures are checked against: architectures.NVCC_ARCHITECTURES and JETSON."""
-        found = [(("versions", v), f"{v!r} is not a CUDA release whose nvcc this feedstock knows (known: "
+        found = [(("versions", v), f"{quoted(v)} is not a CUDA release whose nvcc this feedstock knows (known: "
                   f"{', '.join(NVCC_ARCHITECTURES)}); a new one needs its row in NVCC_ARCHITECTURES "
                   "(scripts/feedstock/architectures.py)") for v in self.versions if v not in NVCC_ARCHITECTURES]
         found += [(("versions", v, "architectures", platform, i), problem)
@@ -241,7 +242,7 @@ class Config(Model):
                   for i, dep in enumerate(self.license.vendored) for j, p in enumerate(dep.platforms or ())
                   if p not in self.platforms]
         builds_on = {info.context["build_platforms"].get(name, name).split("-")[0] for name in self.platforms}
-        found += [(("runners", system), f"no platform of this feedstock builds on {system} (they build on "
+        found += [(("runners", system), f"no platform of this feedstock builds on {clipped(system)} (they build on "
                    f"{', '.join(sorted(builds_on))})") for system in self.runners if system not in builds_on]
         with_sdk = [name for name, platform in self.platforms.items() if platform.macos_sdk]
         found += [(("platforms", name, "macos_sdk"), "only macOS platforms have a macOS SDK")

@@ -605,6 +605,21 @@ def test_a_render_stopped_while_it_swaps_its_files_in_leaves_the_new_tree(feedst
     assert snapshot(feedstock) == snapshot(finished)
 
 
+def test_where_signals_cannot_be_masked_a_render_writes_its_files_and_leaves_no_staged_one(
+        feedstock: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import render as generator
+    from feedstock.files import TEMPORARY_SUFFIX
+
+    monkeypatch.delattr(signal, "pthread_sigmask")  # as on Windows
+    shutil.rmtree(feedstock / "recipe" / "ep-plugins")
+    (feedstock / "recipe" / "variants.yaml").unlink()
+    assert generator.main(["--root", str(feedstock)]) == 0
+    assert "wrote recipe/variants.yaml" in capsys.readouterr().out.splitlines()
+    assert list(feedstock.rglob(f"*{TEMPORARY_SUFFIX}")) == []
+    for path, digest in snapshot(feedstock).items():
+        assert hashlib.sha256((REPO / path).read_bytes()).hexdigest() == digest, path
+
+
 def long_lines(root: Path) -> list[str]:
     """`path:line: length` for each line over 120 characters in a file the generator writes whole."""
     import render as generator

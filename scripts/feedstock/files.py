@@ -89,13 +89,16 @@ def apply(root: Path, change: Plan) -> None:
             temp.unlink(missing_ok=True)
         raise
     # the swaps are a few renames: an interrupt (Ctrl-C, a CI job's cancel) waits until they are all done,
-    # so that the tree is the old one or the new one
-    signals = {signal.SIGINT, signal.SIGTERM}
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    # so that the tree is the old one or the new one. Windows has no signal mask: there an interrupt can still
+    # fall between two renames, and the next render takes the files left mixed for hand edits (`--force` mends).
+    masks = hasattr(signal, "pthread_sigmask")
+    if masks:
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
         for temp, target in staged:
             os.replace(temp, target)
         for path in change.remove:
             (root / path).unlink()
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        if masks:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

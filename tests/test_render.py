@@ -620,6 +620,35 @@ def test_where_signals_cannot_be_masked_a_render_writes_its_files_and_leaves_no_
         assert hashlib.sha256((REPO / path).read_bytes()).hexdigest() == digest, path
 
 
+def test_renders_run_at_once_each_succeed_and_take_nothing_for_a_hand_edit(feedstock: Path) -> None:
+    config = feedstock / "config" / "feedstock.yaml"
+    original = config.read_text()
+    # a change that every generated file but the README follows, so that each render has files to swap in
+    renamed = original.replace("name: onnxruntime-ep-cuda\n", "name: onnxruntime-ep-cuda-renamed\n")
+    failed = []
+    for pair in range(12):
+        config.write_text(renamed if pair % 2 == 0 else original)
+        renders = [subprocess.Popen([sys.executable, str(feedstock / "scripts" / "render.py")], text=True,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                   for _ in range(2)]
+        for process in renders:
+            _, stderr = process.communicate(timeout=60)
+            if process.returncode != 0:
+                failed.append(f"pair {pair}: exit {process.returncode}: {stderr}")
+    assert failed == []
+    assert render(feedstock, "--check").returncode == 0
+
+
+def test_the_lock_a_render_takes_is_git_ignored(feedstock: Path) -> None:
+    from feedstock.files import LOCK
+
+    assert render(feedstock, "--check").returncode == 0
+    assert (feedstock / LOCK).is_file()
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", LOCK], cwd=REPO, capture_output=True, text=True,
+                             stdin=subprocess.DEVNULL)
+    assert ignored.stdout.splitlines() == [LOCK]
+
+
 def long_lines(root: Path) -> list[str]:
     """`path:line: length` for each line over 120 characters in a file the generator writes whole."""
     import render as generator

@@ -113,3 +113,30 @@ def test_a_key_with_control_characters_is_escaped_and_cut(feedstock: Path) -> No
     config.write_text(config.read_text() + '"\\e[2J\\nclear' + "x" * 1000 + '": 1\n')
     lines = refused(feedstock)
     assert lines == ['config/feedstock.yaml: "\\u001b[2J\\nclear' + "x" * 70 + '...": unknown key']
+
+
+PATCH = "patches/0001-keep-ort-endian-h-off-the-unit-test-include-path.patch"
+
+
+@pytest.mark.parametrize("where", ["outside the tree", "inside recipe/"])
+def test_a_listed_patch_that_is_a_symbolic_link_is_refused(feedstock: Path, tmp_path: Path, where: str) -> None:
+    patch = feedstock / "recipe" / PATCH
+    target = tmp_path / "elsewhere.patch" if where == "outside the tree" else feedstock / "recipe" / "elsewhere.patch"
+    patch.rename(target)
+    patch.symlink_to(target)
+    assert refused(feedstock) == [f"config/feedstock.yaml: source.patches[0]: recipe/{PATCH} is a symbolic link; a "
+                                  "patch is a regular file inside recipe/"]
+
+
+def test_a_listed_patch_in_a_folder_that_links_out_of_the_recipe_is_refused(feedstock: Path, tmp_path: Path) -> None:
+    folder = feedstock / "recipe" / "patches"
+    folder.rename(tmp_path / "patches")
+    folder.symlink_to(tmp_path / "patches")
+    assert refused(feedstock) == [f"config/feedstock.yaml: source.patches[0]: recipe/{PATCH} is outside recipe/: a "
+                                  "folder on its way is a symbolic link"]
+
+
+def test_a_patch_in_the_recipe_that_is_not_listed_is_named(feedstock: Path) -> None:
+    (feedstock / "recipe" / "patches" / "0002-forgotten.patch").write_text("--- a/x\n+++ b/x\n")
+    assert refused(feedstock) == ["config/feedstock.yaml: source.patches: recipe/patches/0002-forgotten.patch is not "
+                                  "listed; list it, or delete it"]

@@ -10,6 +10,7 @@ they compare are valid.
 """
 
 import os
+import posixpath
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, get_args
@@ -25,8 +26,9 @@ from .reader import fail, load_yaml, validated, version_tuple
 CONFIG = "config/feedstock.yaml"
 RECIPE = "recipe/recipe.yaml"
 CONDA_FORGE_YML = "conda-forge.yml"
-# rattler-build applies a source's patches from the recipe's folder.
+# rattler-build applies a source's patches from the recipe's folder; ours are kept in PATCHES.
 PATCH_DIR = "recipe"
+PATCHES = f"{PATCH_DIR}/patches"
 # ONNX Runtime's own Python floor (its setup.py and wheels); nothing older can be built.
 ORT_PYTHON_FLOOR = (3, 11)
 # conda subdirs conda-forge builds for; anything else in the config is a typo.
@@ -110,16 +112,34 @@ class License(Model):
     vendored: list[Vendored]
 
 
-def _patches_exist(patches: list[str], info: ValidationInfo) -> list[str]:
-    # os.path.isfile: a name too long for the file system is no such file either
-    fail(*(((i,), f"{PATCH_DIR}/{clipped(p)} does not exist") for i, p in enumerate(patches)
-           if not os.path.isfile(info.context["root"] / PATCH_DIR / p)))
+def _patch_problem(root: Path, patch: str) -> str | None:
+    """What keeps a listed patch from being a regular file inside recipe/: a link could bring in any file."""
+    # os.path's tests: a name too long for the file system is no such file either
+    path, shown = root / PATCH_DIR / patch, f"{PATCH_DIR}/{clipped(patch)}"
+    if os.path.islink(path):
+        return f"{shown} is a symbolic link; a patch is a regular file inside {PATCH_DIR}/"
+    if not Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root / PATCH_DIR)):
+        return f"{shown} is outside {PATCH_DIR}/: a folder on its way is a symbolic link"
+    return None if os.path.isfile(path) else f"{shown} does not exist"
+
+
+def _patches_match_the_folder(patches: list[str], info: ValidationInfo) -> list[str]:
+    """Each listed patch is a file of recipe/, and each file of recipe/patches/ is listed: one left out would
+    sit there unapplied while it looks applied."""
+    root = info.context["root"]
+    found = [((i,), problem) for i, patch in enumerate(patches) if (problem := _patch_problem(root, patch))]
+    listed = {posixpath.normpath(patch) for patch in patches}
+    found += [((), f"{path.relative_to(root).as_posix()} is not listed; list it, or delete it")
+              for path in sorted((root / PATCHES).rglob("*")) if (path.is_file() or path.is_symlink())
+              and path.relative_to(root / PATCH_DIR).as_posix() not in listed]
+    fail(*found)
     return patches
 
 
 class Source(Model):
     url: text(r"https://[^\s\\]*\{version\}[^\s\\]*", "an https URL with {version}, where the recipe puts its version")
-    patches: Annotated[unique(relative_path(f"{PATCH_DIR}/"), min_length=0), AfterValidator(_patches_exist)]
+    patches: Annotated[unique(relative_path(f"{PATCH_DIR}/"), min_length=0),
+                       AfterValidator(_patches_match_the_folder)]
 
 
 class Cudnn(Model):

@@ -140,3 +140,23 @@ def test_a_patch_in_the_recipe_that_is_not_listed_is_named(feedstock: Path) -> N
     (feedstock / "recipe" / "patches" / "0002-forgotten.patch").write_text("--- a/x\n+++ b/x\n")
     assert refused(feedstock) == ["config/feedstock.yaml: source.patches: recipe/patches/0002-forgotten.patch is not "
                                   "listed; list it, or delete it"]
+
+
+def test_a_conda_forge_yml_of_another_shape_is_one_line(feedstock: Path) -> None:
+    forge = feedstock / "conda-forge.yml"
+    text, count = re.subn(r"(?m)^build_platform:\n(?:  .*\n)+", "build_platform: [linux_64]\n", forge.read_text())
+    assert count == 1
+    forge.write_text(text)
+    assert refused(feedstock) == [
+        "conda-forge.yml: build_platform: Input should be a valid dictionary, got ['linux_64']"]
+
+
+def test_a_hand_edit_that_adds_a_key_that_is_not_text_is_reported_as_one(feedstock: Path) -> None:
+    variants = feedstock / "recipe" / "variants.yaml"
+    variants.write_text(variants.read_text() + "? [a]\n: b\n")
+    config = feedstock / "config" / "feedstock.yaml"
+    config.write_text(config.read_text().replace("16cpu-on-linux", "32cpu-on-linux"))  # a render would rewrite it
+    result = subprocess.run([sys.executable, str(feedstock / "scripts" / "render.py")], capture_output=True, text=True,
+                            stdin=subprocess.DEVNULL, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "recipe/variants.yaml: (file): edited by hand, and a render would change it" in result.stderr.splitlines()

@@ -70,7 +70,9 @@ def hand_edited(recipe: str | None, current: dict[str, str | None]) -> list[str]
 def _owners(node: yaml.Node, key: str, owner: dict[int, str]) -> None:
     """Map each line to the innermost key whose value spans it."""
     if isinstance(node, yaml.MappingNode):
-        children = [(child_key(key, name.value), name, value) for name, value in node.value]
+        # a key that is not text (`? [a]`) is no name: its lines stay its mapping's
+        children = [(child_key(key, name.value), name, value) for name, value in node.value
+                    if isinstance(name, yaml.ScalarNode)]
     elif isinstance(node, yaml.SequenceNode):
         children = [(f"{key}[{index}]", item, item) for index, item in enumerate(node.value)]
     else:

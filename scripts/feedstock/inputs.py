@@ -21,7 +21,7 @@ from pydantic import (AfterValidator, AliasPath, BaseModel, BeforeValidator, Con
 from .architectures import NVCC_ARCHITECTURES, CudaLists, cuda_lists, number
 from .architectures import problems as architecture_problems
 from .errors import InputError, clipped, quoted
-from .reader import fail, load_yaml, validated, version_tuple
+from .reader import fail, validated, version_tuple
 
 CONFIG = "config/feedstock.yaml"
 RECIPE = "recipe/recipe.yaml"
@@ -283,12 +283,19 @@ class BotFields(BaseModel):
     number: int = Field(ge=0, le=10_000, validation_alias=AliasPath("build", "number"))
 
 
+class CondaForgeYml(BaseModel):
+    """What the render reads of conda-smithy's settings, which hold many more."""
+
+    model_config = ConfigDict(strict=True, frozen=True)
+    build_platform: dict[str, str] | None = None  # conda-smithy's spelling: linux_aarch64: linux_64
+
+
 def build_platforms(root: Path) -> dict[str, str]:
     """conda-forge.yml's build_platform: the platform whose machines build a target (linux-aarch64 on
     linux-64). conda-smithy reads it there, so the config does not repeat it."""
-    forge = load_yaml(root / CONDA_FORGE_YML, CONDA_FORGE_YML)
-    mapping = (forge.get("build_platform") if isinstance(forge, dict) else None) or {}
-    return {target.replace("_", "-", 1): str(build).replace("_", "-", 1) for target, build in mapping.items()}
+    forge = validated(CondaForgeYml, root / CONDA_FORGE_YML, CONDA_FORGE_YML)
+    return {target.replace("_", "-", 1): build.replace("_", "-", 1)
+            for target, build in (forge.build_platform or {}).items()}
 
 
 def load_config(root: Path) -> Config:

@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(root: Path, *, check: bool, force: bool) -> int:
+    """Render the tree at `root`, or with `check` only show what is stale; the exit status."""
     change = files.plan(root, generate(root))
     if check:
         if change.empty:

@@ -82,7 +82,7 @@ class _Bounded:
 
 
 class BoundedLoader(_Bounded, yaml.SafeLoader):
-    pass
+    """PyYAML's safe loader, within the bounds."""
 
 
 class _TextLoader(_Bounded, yaml.BaseLoader):
@@ -119,15 +119,14 @@ def read_yaml(text: str, shown_as: str, *, as_text: bool = False) -> tuple[Any, 
             return loader.construct_document(document), list(_duplicate_keys(document, "", shown_as))
         finally:
             loader.dispose()
-    except yaml.reader.ReaderError as exc:
-        raise InputError(shown_as, f"line {text.count(chr(10), 0, exc.position) + 1}",
-                         f"not valid YAML (character #x{exc.character:04x} is not allowed)") from None
-    except yaml.MarkedYAMLError as exc:
+    except yaml.reader.ReaderError as exc:  # what PyYAML's reader refuses: a NUL byte, a control character
+        line = text.count("\n", 0, exc.position) + 1
+        raise InputError(shown_as, f"line {line}", f"not valid YAML (character #x{exc.character:04x} is not "
+                                                   "allowed)") from None
+    except yaml.MarkedYAMLError as exc:  # what its scanner, parser, composer and constructor refuse, and ours
         where = f"line {exc.problem_mark.line + 1}" if exc.problem_mark else "(file)"
         said = exc.problem if isinstance(exc, _Refused) else f"not valid YAML ({clipped(str(exc.problem))})"
         raise InputError(shown_as, where, said) from None
-    except yaml.YAMLError as exc:
-        raise InputError(shown_as, "(file)", f"not valid YAML ({clipped(str(exc))})") from None
 
 
 def parse_yaml(text: str, shown_as: str) -> Any:

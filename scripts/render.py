@@ -73,24 +73,31 @@ def main(argv: list[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(errors="backslashreplace")
     try:
-        change = files.plan(args.root, generate(args.root))
+        # --check too: a render running beside it may have swapped in some of its files and not yet others
+        with files.locked(args.root):
+            return run(args.root, check=args.check, force=args.force)
     except InputError as exc:
         print(exc, file=sys.stderr)
         return 2
-    if args.check:
+
+
+def run(root: Path, *, check: bool, force: bool) -> int:
+    """Render the tree at `root`, or with `check` only show what is stale; the exit status."""
+    change = files.plan(root, generate(root))
+    if check:
         if change.empty:
             return 0
-        sys.stdout.write(files.diff(args.root, change))
+        sys.stdout.write(files.diff(root, change))
         stale = [f.path for f in change.write] + list(change.remove)
         print(f"stale: {', '.join(stale)}; run `{rendering.COMMAND}`", file=sys.stderr)
         return 1
-    lost = {} if args.force else lost_hand_edits(args.root, change)
+    lost = {} if force else lost_hand_edits(root, change)
     if lost:
-        sys.stdout.write(files.diff(args.root, files.Plan(tuple(f for f in change.write if f.path in lost), ())))
+        sys.stdout.write(files.diff(root, files.Plan(tuple(f for f in change.write if f.path in lost), ())))
         print("\n".join(line for lines in lost.values() for line in lines), file=sys.stderr)
         return 2
     try:
-        files.apply(args.root, change)
+        files.apply(root, change)
     except OSError as exc:
         print(f"{exc.filename}: (file): cannot write ({exc.strerror}); nothing was changed", file=sys.stderr)
         return 2

@@ -25,6 +25,7 @@ from feedstock.inputs import load_config
 from feedstock.rendering import offered_pythons
 from feedstock.reader import parse_yaml, version_tuple
 from rattler_render import render as rattler_render
+from support.tree import snapshot
 from support.yaml_files import read_yaml
 
 RECIPE = "recipe/recipe.yaml"
@@ -47,12 +48,6 @@ def render(root: Path, *args: str, python: tuple[str, ...] = (sys.executable,),
            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*python, str(root / "scripts" / "render.py"), *args],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120, env=env)
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Every file of the tree (outside scripts/ and .venv/) with its hash: what 'untouched' means."""
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and not {"scripts", ".venv"} & set(p.parts)}
 
 
 def test_committed_tree_is_current() -> None:
@@ -614,6 +609,50 @@ def test_a_render_stopped_while_it_swaps_its_files_in_leaves_the_new_tree(feedst
     # the signal ended the render, after it had swapped every file in
     assert process.wait(timeout=60) == -signal.SIGTERM
     assert snapshot(feedstock) == snapshot(finished)
+
+
+def test_where_signals_cannot_be_masked_a_render_writes_its_files_and_leaves_no_staged_one(
+        feedstock: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import render as generator
+    from feedstock.files import TEMPORARY_SUFFIX
+
+    monkeypatch.delattr(signal, "pthread_sigmask")  # as on Windows
+    shutil.rmtree(feedstock / "recipe" / "ep-plugins")
+    (feedstock / "recipe" / "variants.yaml").unlink()
+    assert generator.main(["--root", str(feedstock)]) == 0
+    assert "wrote recipe/variants.yaml" in capsys.readouterr().out.splitlines()
+    assert list(feedstock.rglob(f"*{TEMPORARY_SUFFIX}")) == []
+    for path, digest in snapshot(feedstock).items():
+        assert hashlib.sha256((REPO / path).read_bytes()).hexdigest() == digest, path
+
+
+def test_renders_run_at_once_each_succeed_and_take_nothing_for_a_hand_edit(feedstock: Path) -> None:
+    config = feedstock / "config" / "feedstock.yaml"
+    original = config.read_text()
+    # a change that every generated file but the README follows, so that each render has files to swap in
+    renamed = original.replace("name: onnxruntime-ep-cuda\n", "name: onnxruntime-ep-cuda-renamed\n")
+    failed = []
+    for pair in range(12):
+        config.write_text(renamed if pair % 2 == 0 else original)
+        renders = [subprocess.Popen([sys.executable, str(feedstock / "scripts" / "render.py")], text=True,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                   for _ in range(2)]
+        for process in renders:
+            _, stderr = process.communicate(timeout=60)
+            if process.returncode != 0:
+                failed.append(f"pair {pair}: exit {process.returncode}: {stderr}")
+    assert failed == []
+    assert render(feedstock, "--check").returncode == 0
+
+
+def test_the_lock_a_render_takes_is_git_ignored(feedstock: Path) -> None:
+    from feedstock.files import LOCK
+
+    assert render(feedstock, "--check").returncode == 0
+    assert (feedstock / LOCK).is_file()
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", LOCK], cwd=REPO, capture_output=True, text=True,
+                             stdin=subprocess.DEVNULL)
+    assert ignored.stdout.splitlines() == [LOCK]
 
 
 def long_lines(root: Path) -> list[str]:

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from .errors import InputError
+from .inputs import text
 from .reader import validated, version_tuple
 
 CI_SUPPORT = ".ci_support"
@@ -46,6 +46,13 @@ class _JobFile(BaseModel):
     python: list[str] = []
 
 
+class _Migration(BaseModel):
+    """The key of a migration the matrix reads; conda-forge's files hold many more."""
+
+    model_config = ConfigDict(strict=True, frozen=True)
+    cuda_compiler_version: list[text(rf"{NO_CUDA}|\d{{1,3}}\.\d{{1,3}}", "a CUDA version like 13.0")] = []
+
+
 def python_label(spec: str) -> str:
     """`3.13.* *_cp313` -> `3.13`; a free-threaded build (`3.14.* *_cp314t`) -> `3.14t`."""
     version, _, build = spec.partition(" ")
@@ -70,11 +77,10 @@ def migrated_cuda_versions(root: Path) -> dict[str, list[str]]:
     arrives (conda-forge's bot puts the file there and rerenders)."""
     found = {}
     for path in sorted((root / MIGRATIONS).glob("*.yaml")):
-        # conda-forge's file, not ours: read every scalar as the text it is (13.10 stays 13.10)
-        migration = yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.BaseLoader) or {}
-        versions = migration.get("cuda_compiler_version") if isinstance(migration, dict) else None
-        if isinstance(versions, list):
-            found[f"{MIGRATIONS}/{path.name}"] = [v for v in versions if v != NO_CUDA]
+        # conda-forge's file, not ours: read every scalar as the text it is (13.10 stays 13.10), as conda-smithy does
+        migration = validated(_Migration, path, f"{MIGRATIONS}/{path.name}", as_text=True)
+        if migration.cuda_compiler_version:
+            found[f"{MIGRATIONS}/{path.name}"] = [v for v in migration.cuda_compiler_version if v != NO_CUDA]
     return found
 
 

@@ -6,14 +6,24 @@ import difflib
 import os
 import signal
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import InputError
 from .rendering import GeneratedFile
+
+if os.name == "nt":
+    import msvcrt
+else:
+    import fcntl
 
 # What a render stages its files as, beside their targets, before it swaps them in (.gitignore lists it).
 TEMPORARY_SUFFIX = ".render-tmp"
 TEMPORARY_GLOB = f".*{TEMPORARY_SUFFIX}"
+# What a render locks while it reads, plans and writes (.gitignore lists it).
+LOCK = ".render.lock"
 # Folders whose files only the generator writes: one it no longer renders is stale.
 OWNED = ("recipe/ep-plugins/*/*.json",)
 
@@ -65,6 +75,32 @@ def leftovers(root: Path) -> list[Path]:
         p for p in root.glob(f"recipe/**/{TEMPORARY_GLOB}") if p.is_file())
 
 
+@contextmanager
+def locked(root: Path) -> Iterator[None]:
+    """Hold the tree's render lock: renders run one at a time, so that none reads a file another is swapping
+    in, or removes another's staged files as leftovers. The system drops the lock when the process ends.
+
+    The standard library's locks, not a package's: a whole-file lock held for under a second is all a
+    render needs, and one more pinned package would rebuild every checkout's .venv/."""
+    fd = None
+    try:
+        fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        if os.name == "nt":
+            msvcrt.locking(fd, msvcrt.LK_LOCK, 1)  # waits for another render: 10 tries, a second apart
+        else:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError as exc:
+        if fd is not None:
+            os.close(fd)
+        raise InputError(LOCK, "(file)", f"cannot lock the tree ({exc.strerror})") from None
+    try:
+        yield
+    finally:
+        if os.name == "nt":
+            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+        os.close(fd)  # which unlocks, on POSIX
+
+
 def apply(root: Path, change: Plan) -> None:
     """Write every file or none: stage them all beside their targets, then swap them in.
 
@@ -89,13 +125,16 @@ def apply(root: Path, change: Plan) -> None:
             temp.unlink(missing_ok=True)
         raise
     # the swaps are a few renames: an interrupt (Ctrl-C, a CI job's cancel) waits until they are all done,
-    # so that the tree is the old one or the new one
-    signals = {signal.SIGINT, signal.SIGTERM}
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    # so that the tree is the old one or the new one. Windows has no signal mask: there an interrupt can still
+    # fall between two renames, and the next render takes the files left mixed for hand edits (`--force` mends).
+    masks = hasattr(signal, "pthread_sigmask")
+    if masks:
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
         for temp, target in staged:
             os.replace(temp, target)
         for path in change.remove:
             (root / path).unlink()
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        if masks:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

@@ -16,7 +16,7 @@ import re
 import yaml
 
 from .inputs import RECIPE
-from .reader import child_key
+from .reader import BoundedLoader, child_key
 
 HEADER = "# A render refuses to overwrite a file it generated once the file no longer matches its digest here:\n"
 _DIGEST_LINE = re.compile(r"# ([0-9a-f]{16}) (\S+)\n")
@@ -70,7 +70,9 @@ def hand_edited(recipe: str | None, current: dict[str, str | None]) -> list[str]
 def _owners(node: yaml.Node, key: str, owner: dict[int, str]) -> None:
     """Map each line to the innermost key whose value spans it."""
     if isinstance(node, yaml.MappingNode):
-        children = [(child_key(key, name.value), name, value) for name, value in node.value]
+        # a key that is not text (`? [a]`) is no name: its lines stay its mapping's
+        children = [(child_key(key, name.value), name, value) for name, value in node.value
+                    if isinstance(name, yaml.ScalarNode)]
     elif isinstance(node, yaml.SequenceNode):
         children = [(f"{key}[{index}]", item, item) for index, item in enumerate(node.value)]
     else:
@@ -86,7 +88,7 @@ def edited_keys(current: str, rendered: str) -> list[str]:
     """The keys of `current` whose lines a render would change, in file order."""
     owner: dict[int, str] = {}
     try:
-        document = yaml.compose(current, Loader=yaml.SafeLoader)
+        document = yaml.compose(current, Loader=BoundedLoader)
     except yaml.YAMLError:
         document = None
     if document is not None:

@@ -10,6 +10,7 @@ they compare are valid.
 """
 
 import os
+import posixpath
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, get_args
@@ -19,14 +20,15 @@ from pydantic import (AfterValidator, AliasPath, BaseModel, BeforeValidator, Con
 
 from .architectures import NVCC_ARCHITECTURES, CudaLists, cuda_lists, number
 from .architectures import problems as architecture_problems
-from .errors import InputError
-from .reader import fail, load_yaml, validated, version_tuple
+from .errors import InputError, clipped, quoted
+from .reader import fail, validated, version_tuple
 
 CONFIG = "config/feedstock.yaml"
 RECIPE = "recipe/recipe.yaml"
 CONDA_FORGE_YML = "conda-forge.yml"
-# rattler-build applies a source's patches from the recipe's folder.
+# rattler-build applies a source's patches from the recipe's folder; ours are kept in PATCHES.
 PATCH_DIR = "recipe"
+PATCHES = f"{PATCH_DIR}/patches"
 # ONNX Runtime's own Python floor (its setup.py and wheels); nothing older can be built.
 ORT_PYTHON_FLOOR = (3, 11)
 # conda subdirs conda-forge builds for; anything else in the config is a typo.
@@ -39,7 +41,7 @@ def text(pattern: str, what: str) -> Any:
     """A string matching `pattern`; a problem calls it `what`."""
     def check(value: str) -> str:
         if not re.fullmatch(pattern, value):
-            raise ValueError(f"{value!r} is not {what}")
+            raise ValueError(f"{quoted(value)} is not {what}")
         return value
     return Annotated[str, AfterValidator(check)]
 
@@ -51,7 +53,7 @@ def relative_path(inside: str) -> Any:
 
 def distinct(values: list[str], same: Any = str) -> list[str]:
     first: dict[str, int] = {}
-    fail(*(((i,), f"{v!r} is listed twice (first as item {first[same(v)]})")
+    fail(*(((i,), f"{quoted(v)} is listed twice (first as item {first[same(v)]})")
            for i, v in enumerate(values) if first.setdefault(same(v), i) != i))
     return values
 
@@ -69,7 +71,8 @@ def lowest_first(architectures: list[str]) -> list[str]:
 
 Url = text(r"https://[^\s\\]+", "an https URL")
 PackageName = text(r"[a-z0-9][a-z0-9._-]*", "a conda package name")
-Summary = text(r"[^\n]*\S[^\n]*", "a one-line summary")
+# a line of a package's page on anaconda.org and of `conda search --info`; ours are under 100 characters
+Summary = text(r"(?=.*\S)[^\n]{1,200}", "a one-line summary of at most 200 characters")
 Spdx = text(r"[A-Za-z0-9.+-]+", "an SPDX licence identifier")
 Version = text(r"\d+\.\d+\.\d+", "a version like 1.24.4")
 PythonVersion = text(r"3\.\d+", "a Python version like 3.11")
@@ -109,16 +112,34 @@ class License(Model):
     vendored: list[Vendored]
 
 
-def _patches_exist(patches: list[str], info: ValidationInfo) -> list[str]:
-    # os.path.isfile: a name too long for the file system is no such file either
-    fail(*(((i,), f"{PATCH_DIR}/{p[:80]}{'...' if len(p) > 80 else ''} does not exist") for i, p in enumerate(patches)
-           if not os.path.isfile(info.context["root"] / PATCH_DIR / p)))
+def _patch_problem(root: Path, patch: str) -> str | None:
+    """What keeps a listed patch from being a regular file inside recipe/: a link could bring in any file."""
+    # os.path's tests: a name too long for the file system is no such file either
+    path, shown = root / PATCH_DIR / patch, f"{PATCH_DIR}/{clipped(patch)}"
+    if os.path.islink(path):
+        return f"{shown} is a symbolic link; a patch is a regular file inside {PATCH_DIR}/"
+    if not Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root / PATCH_DIR)):
+        return f"{shown} is outside {PATCH_DIR}/: a folder on its way is a symbolic link"
+    return None if os.path.isfile(path) else f"{shown} does not exist"
+
+
+def _patches_match_the_folder(patches: list[str], info: ValidationInfo) -> list[str]:
+    """Each listed patch is a file of recipe/, and each file of recipe/patches/ is listed: one left out would
+    sit there unapplied while it looks applied."""
+    root = info.context["root"]
+    found = [((i,), problem) for i, patch in enumerate(patches) if (problem := _patch_problem(root, patch))]
+    listed = {posixpath.normpath(patch) for patch in patches}
+    found += [((), f"{path.relative_to(root).as_posix()} is not listed; list it, or delete it")
+              for path in sorted((root / PATCHES).rglob("*")) if (path.is_file() or path.is_symlink())
+              and path.relative_to(root / PATCH_DIR).as_posix() not in listed]
+    fail(*found)
     return patches
 
 
 class Source(Model):
     url: text(r"https://[^\s\\]*\{version\}[^\s\\]*", "an https URL with {version}, where the recipe puts its version")
-    patches: Annotated[unique(relative_path(f"{PATCH_DIR}/"), min_length=0), AfterValidator(_patches_exist)]
+    patches: Annotated[unique(relative_path(f"{PATCH_DIR}/"), min_length=0),
+                       AfterValidator(_patches_match_the_folder)]
 
 
 class Cudnn(Model):
@@ -167,7 +188,7 @@ class Outputs(Model):
     @model_validator(mode="after")
     def _distinct_names(self) -> Self:
         names = [getattr(self, key).name for key in OUTPUT_KEYS]
-        fail(*(((key, "name"), f"{names[i]!r} is also outputs.{OUTPUT_KEYS[names.index(names[i])]}.name")
+        fail(*(((key, "name"), f"{quoted(names[i])} is also outputs.{OUTPUT_KEYS[names.index(names[i])]}.name")
                for i, key in enumerate(OUTPUT_KEYS) if names.index(names[i]) != i))
         return self
 
@@ -192,7 +213,7 @@ class Cuda(Model):
     @model_validator(mode="after")
     def _nvcc_compiles_every_architecture(self) -> Self:
         """What the architectures are checked against: architectures.NVCC_ARCHITECTURES and JETSON."""
-        found = [(("versions", v), f"{v!r} is not a CUDA release whose nvcc this feedstock knows (known: "
+        found = [(("versions", v), f"{quoted(v)} is not a CUDA release whose nvcc this feedstock knows (known: "
                   f"{', '.join(NVCC_ARCHITECTURES)}); a new one needs its row in NVCC_ARCHITECTURES "
                   "(scripts/feedstock/architectures.py)") for v in self.versions if v not in NVCC_ARCHITECTURES]
         found += [(("versions", v, "architectures", platform, i), problem)
@@ -241,7 +262,7 @@ class Config(Model):
                   for i, dep in enumerate(self.license.vendored) for j, p in enumerate(dep.platforms or ())
                   if p not in self.platforms]
         builds_on = {info.context["build_platforms"].get(name, name).split("-")[0] for name in self.platforms}
-        found += [(("runners", system), f"no platform of this feedstock builds on {system} (they build on "
+        found += [(("runners", system), f"no platform of this feedstock builds on {clipped(system)} (they build on "
                    f"{', '.join(sorted(builds_on))})") for system in self.runners if system not in builds_on]
         with_sdk = [name for name, platform in self.platforms.items() if platform.macos_sdk]
         found += [(("platforms", name, "macos_sdk"), "only macOS platforms have a macOS SDK")
@@ -262,12 +283,19 @@ class BotFields(BaseModel):
     number: int = Field(ge=0, le=10_000, validation_alias=AliasPath("build", "number"))
 
 
+class CondaForgeYml(BaseModel):
+    """What the render reads of conda-smithy's settings, which hold many more."""
+
+    model_config = ConfigDict(strict=True, frozen=True)
+    build_platform: dict[str, str] | None = None  # conda-smithy's spelling: linux_aarch64: linux_64
+
+
 def build_platforms(root: Path) -> dict[str, str]:
     """conda-forge.yml's build_platform: the platform whose machines build a target (linux-aarch64 on
     linux-64). conda-smithy reads it there, so the config does not repeat it."""
-    forge = load_yaml(root / CONDA_FORGE_YML, CONDA_FORGE_YML)
-    mapping = (forge.get("build_platform") if isinstance(forge, dict) else None) or {}
-    return {target.replace("_", "-", 1): str(build).replace("_", "-", 1) for target, build in mapping.items()}
+    forge = validated(CondaForgeYml, root / CONDA_FORGE_YML, CONDA_FORGE_YML)
+    return {target.replace("_", "-", 1): build.replace("_", "-", 1)
+            for target, build in (forge.build_platform or {}).items()}
 
 
 def load_config(root: Path) -> Config:

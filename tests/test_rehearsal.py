@@ -248,7 +248,8 @@ def test_an_architecture_cuda_13_dropped_fails_configure(feedstock: Path) -> Non
     # the config (scripts/feedstock/architectures.py), so the recipe's CUDA 13 list is edited by hand here.
     recipe = feedstock / "recipe" / "recipe.yaml"
     text = recipe.read_text()
-    cuda_13_list = re.search(r'"75-real;[^"]*"\s+if cuda_compiler_version in \["13\.0"', text).group(0)
+    cuda_13_list = re.search(rf'"[^"]*100-real;[^"]*"\s+if cuda_compiler_version (?:== |in \[)"{re.escape(REHEARSED_CUDA)}"',
+                             text).group(0)
     recipe.write_text(text.replace(cuda_13_list, cuda_13_list.replace("100-real;", "100-real;101-real;"), 1))
     report, _ = rehearse(PLUGIN, feedstock, "--no-sample")
     assert not report["configure_ok"]
@@ -261,6 +262,9 @@ def test_a_cpp_build_without_the_endian_patch_puts_orts_endian_h_before_the_c_li
     patches = re.search(r"^  patches: \[.*\]$", text, re.MULTILINE)
     assert patches and "endian" in patches.group(0)
     config.write_text(text.replace(patches.group(0), "  patches: []"))
+    # a patch in recipe/patches/ that the config does not list is refused, so it goes too
+    for patch in (feedstock / "recipe" / "patches").glob("*endian*.patch"):
+        patch.unlink()
     render = subprocess.run([sys.executable, str(feedstock / "scripts" / "render.py")], capture_output=True, text=True)
     assert render.returncode == 0, render.stderr
     report, _ = rehearse(CPP, feedstock, "--no-sample")

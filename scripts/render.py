@@ -14,7 +14,9 @@ cannot run.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -24,10 +26,35 @@ bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
 from feedstock import architectures, ci_support, files, hand_edits, inputs, rendering  # noqa: E402
 from feedstock.errors import InputError, Problem  # noqa: E402
+from rehearsal.sources import at_hand  # noqa: E402
+
+
+def ort_refusals(root: Path, config: inputs.Config) -> list[Problem]:
+    """Each list of the config that ONNX Runtime's own CMake would not build as listed, checked where the
+    recipe's source is at hand (the mirror folder, or the rehearsal's download); without it, nothing is
+    checked here, and the rehearsal's and the build's configure are where ORT's CMake first sees the lists."""
+    cmake = shutil.which("cmake")
+    located = at_hand(root, root / ".cache" / "rehearsal")
+    if cmake is None or located is None:
+        return []
+    cached = root / ".cache" / "ort-cmake" / f"{located.tarball.name}-{located.tarball.stat().st_size}.cmake"
+    if not cached.is_file():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(located.read(architectures.ORT_CUDA_CONFIGURATION))
+    problems = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for version, entry in config.cuda.versions.items():
+            for platform, listed in entry.architectures.items():
+                why = architectures.ort_keeps(tuple(listed), cached, cmake, Path(scratch))
+                if why:
+                    problems.append(Problem(inputs.CONFIG, f'cuda.versions."{version}".architectures.{platform}', why))
+    return problems
 
 
 def generate(root: Path) -> list[rendering.GeneratedFile]:
     config, bot = inputs.load(root)
+    if refused := ort_refusals(root, config):
+        raise InputError.of(refused)
     jobs = ci_support.load_jobs(root)
     listed = dict(config.cuda.versions)
     problems = [Problem(migration, "cuda_compiler_version", architectures.missing_list(version, listed))

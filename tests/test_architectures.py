@@ -7,13 +7,19 @@ for. Each row is compared here with what that version's compiler says. PyPI's CU
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from feedstock.architectures import NVCC_ARCHITECTURES
+from conftest import CONFIG, REPO
+from feedstock.architectures import NVCC_ARCHITECTURES, ORT_CUDA_CONFIGURATION, number, ort_keeps
+from feedstock.inputs import load_bot_fields
+from feedstock.reader import version_tuple
+from rehearsal.sources import MIRROR_VARIABLE, Sources, at_hand
 from support.wheels import unpacked_wheel
 
 # The wheel each row was read from, and the program in it that says what it compiles for.
@@ -48,3 +54,53 @@ def test_the_facts_table_lists_what_each_cuda_versions_compiler_accepts(version:
     requirement, program, option = COMPILERS[version]
     wheel = unpacked_wheel(requirement, "manylinux2014_x86_64")  # skips when the package index offers nothing
     assert sass_targets(wheel / program, option) == sorted(NVCC_ARCHITECTURES[version])
+
+
+# --- the lists as ONNX Runtime's own CMake builds them (its cmake/external/cuda_configuration.cmake)
+CONFIG_VERSION = load_bot_fields(REPO).version
+
+def ort_mirror() -> Path:
+    """The mirror folder, when it holds the recipe's source; a skip that says why otherwise."""
+    located = at_hand(REPO, REPO / ".cache" / "rehearsal")
+    if located is None or not located.origin.startswith("mirror"):
+        pytest.skip("the recipe's ONNX Runtime source is in no mirror folder (ORT_SOURCE_MIRROR, else ../shared/upstream)")
+    return located.tarball.parent
+
+
+def test_every_listed_list_is_built_by_orts_cmake_as_listed(tmp_path: Path) -> None:
+    mirror = ort_mirror()
+    tarball = next(mirror.glob(f"onnxruntime-{CONFIG_VERSION}-src.tar*"))
+    cuda_configuration = tmp_path / "cuda_configuration.cmake"
+    cuda_configuration.write_text(Sources(tarball, mirror, {}, None, "").read(ORT_CUDA_CONFIGURATION))
+    for version, entry in CONFIG.cuda.versions.items():
+        for platform, listed in entry.architectures.items():
+            assert ort_keeps(tuple(listed), cuda_configuration, "cmake", tmp_path) is None, (version, platform)
+
+
+# (what the newest listed CUDA's linux-64 list becomes, the problem the render names)
+ORT_REFUSES = {
+    "a leading zero": (lambda a: ["0" + a[0], *a[1:]], "ONNX Runtime's CMake refuses it (Unrecognized CUDA architecture"),
+    "PTX not last": (lambda a: [f"{number(a[0])}-virtual", *a[1:]], "ONNX Runtime's CMake compiles it as SASS"),
+    "one architecture in two spellings": (lambda a: [a[0], str(number(a[0])), *a[1:]],
+                                          "ONNX Runtime's CMake compiles it as SASS"),
+}
+
+
+@pytest.mark.parametrize("case", ORT_REFUSES)
+def test_render_refuses_a_list_orts_cmake_would_not_build_as_listed(feedstock: Path, case: str) -> None:
+    mirror = ort_mirror()
+    change, problem = ORT_REFUSES[case]
+    newest = max(CONFIG.cuda.versions, key=version_tuple)
+    listed = list(CONFIG.cuda.versions[newest].architectures["linux-64"])
+    config = feedstock / "config" / "feedstock.yaml"
+    text, count = re.subn(rf'(?ms)^(    "{re.escape(newest)}":\n.*?^        linux-64: )\[[^\]]*\]',
+                          rf"\g<1>[{', '.join(repr(a) for a in change(listed))}]", config.read_text(), count=1)
+    assert count == 1
+    config.write_text(text.replace("'", '"'))
+    before = {p: p.read_bytes() for p in (feedstock / "recipe").rglob("*") if p.is_file()}
+    done = subprocess.run([sys.executable, str(feedstock / "scripts" / "render.py")], capture_output=True, text=True,
+                          env={**os.environ, MIRROR_VARIABLE: str(mirror)}, stdin=subprocess.DEVNULL, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f'config/feedstock.yaml: cuda.versions."{newest}".architectures.linux-64: {problem}'), line
+    assert {p: p.read_bytes() for p in (feedstock / "recipe").rglob("*") if p.is_file()} == before

@@ -12,7 +12,9 @@ render names it and says what to add.
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from .reader import version_tuple
 
@@ -117,3 +119,41 @@ def missing_list(version: str, listed: dict[str, dict[str, tuple[str, ...]]]) ->
     config = f"cuda.versions.\"{version}\" to config/feedstock.yaml"
     return (f"CUDA {version} has no GPU architecture list: {why}; add "
             f"{config if version in NVCC_ARCHITECTURES else facts + ', and ' + config}")
+
+
+# Where ONNX Runtime's source keeps its rules for CMAKE_CUDA_ARCHITECTURES.
+ORT_CUDA_CONFIGURATION = "cmake/external/cuda_configuration.cmake"
+
+# ORT's own rule run on one list: its setup_cuda_architectures macro, in CMake's script mode, where the
+# project-only add_definitions has nothing to add to; it prints the SASS and PTX targets it keeps.
+_ORT_SCRIPT = """cmake_minimum_required(VERSION 3.16)
+function(add_definitions)
+endfunction()
+include("${ORT_CUDA_CONFIGURATION}")
+setup_cuda_architectures()
+message(NOTICE "sass=${CMAKE_CUDA_ARCHITECTURES_ORIG}")
+message(NOTICE "ptx=${CMAKE_CUDA_ARCHITECTURES_LAST_VIRTUAL}")
+"""
+
+
+def ort_keeps(architectures: tuple[str, ...], cuda_configuration: Path, cmake: str, scratch: Path) -> str | None:
+    """None when ONNX Runtime's CMake (`cuda_configuration`, its cmake/external/cuda_configuration.cmake) keeps
+    the list as the config means it, every SASS target and the PTX one in order; otherwise what it does."""
+    script = scratch / "ort_cuda_architectures.cmake"
+    script.write_text(_ORT_SCRIPT)
+    done = subprocess.run([cmake, f"-DORT_CUDA_CONFIGURATION={cuda_configuration}",
+                           f"-DCMAKE_CUDA_ARCHITECTURES={ort_cuda_architectures(architectures)}", "-P", str(script)],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    if done.returncode != 0:
+        said = [line.strip() for line in done.stderr.splitlines() if line.strip() and not line.startswith("CMake Error")]
+        return f"ONNX Runtime's CMake refuses it ({said[0][:120] if said else f'cmake exited {done.returncode}'})"
+    kept = dict(re.findall(r"^(sass|ptx)=(.*)$", done.stderr, re.MULTILINE))
+    sass = [str(number(a)) for a in architectures if not a.endswith("-virtual")]
+    ptx = [f"{number(a)}-virtual" for a in architectures if not a.endswith("-real")]
+    kept_sass = [a for a in kept.get("sass", "").split(";") if a]
+    kept_ptx = [kept["ptx"]] if kept.get("ptx") else []
+    if kept_sass == sass and kept_ptx == ptx:
+        return None
+    return (f"ONNX Runtime's CMake compiles it as SASS {kept.get('sass') or 'none'} and PTX {kept.get('ptx') or 'none'}, "
+            f"not as listed (SASS {';'.join(sass) or 'none'}, PTX {';'.join(ptx) or 'none'}): list each architecture "
+            "once, and PTX for the last one only")

@@ -117,6 +117,22 @@ def recipe_source(feedstock: Path) -> RecipeSource:
     return RecipeSource(bot.version, config.source.url.replace("{version}", bot.version), bot.sha256)
 
 
+def at_hand(feedstock: Path, cache: Path, environ: Mapping[str, str] = os.environ) -> Sources | None:
+    """The recipe's source tarball where it already is (the mirror folder, or an earlier download into
+    `cache`), or None: nothing is downloaded."""
+    recipe = recipe_source(feedstock)
+    mirror = mirror_folder(environ)
+    if mirror is not None:
+        try:
+            return _from_mirror(mirror, recipe.version, ())
+        except SourcesUnavailable:
+            return None
+    target = cache / "mirror" / mirror_path(recipe.url)
+    if target.is_file() and _digest("sha256", target) == recipe.sha256:
+        return Sources(target, cache / "mirror", {}, None, f"downloaded {recipe.url} into {cache}")
+    return None
+
+
 def locate(feedstock: Path, cache: Path, dependencies: Sequence[str] = (),
            environ: Mapping[str, str] = os.environ) -> Sources:
     """ORT's source for the feedstock's recipe and the deps.txt archives named, from the mirror or the cache."""

@@ -2,11 +2,12 @@
 
 The rule: a CUDA version that `cuda.versions` in the config lists gets the config's list, checked
 against what that version's nvcc accepts. A newer release of a listed major (a CUDA migration the
-config has not caught up with, say 13.4 beside a listed 13.0) gets that major's newest list, limited
+config has not caught up with, say 13.5 beside a listed 13.4) gets that major's newest list, limited
 to what its nvcc accepts, with PTX for the last entry. Any other version (an older release of a listed
 major, or one of a major the config no longer lists) has no list: the recipe skips it, so conda-smithy
 writes no job for it. A version that no row of NVCC_ARCHITECTURES knows cannot be derived either:
-render names it and says what to add.
+render names it and says what to add. Whether ONNX Runtime builds a list as listed is its own CMake's
+to say (`ort_keeps`).
 """
 
 from __future__ import annotations

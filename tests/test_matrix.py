@@ -24,11 +24,15 @@ def test_jobs_run_for_the_configs_platforms_and_no_other() -> None:
     assert {job["target_platform"][0] for job in jobs().values()} == set(CONFIG.platforms)
 
 
-def test_each_cuda_platform_gets_one_job_per_cuda_version_and_one_cpu_job() -> None:
+def test_each_platform_gets_one_cpu_job_and_each_cuda_platform_one_job_per_cuda_version_with_a_list() -> None:
+    """Which CUDA versions there are is the pinning's and its migrations' to say; each job is one of them that
+    the config lists or derives a list for on that platform, and no two jobs build the same."""
     found = Counter((job["target_platform"][0], job["cuda_compiler_version"][0]) for job in jobs().values())
-    expected = Counter({(name, version): 1 for name, platform in CONFIG.platforms.items()
-                        for version in ["None", *(CONFIG.cuda.versions if platform.cuda else [])]})
-    assert found == expected
+    assert [key for key, count in found.items() if count > 1] == []
+    assert sorted(p for p, v in found if v == "None") == sorted(CONFIG.platforms)
+    cuda_jobs = [(p, v) for p, v in found if v != "None"]
+    assert {p for p, _ in cuda_jobs} == set(CONFIG.cuda_platforms)
+    assert [(p, v) for p, v in cuda_jobs if not CONFIG.cuda_lists.get(v, p)] == []
 
 
 def test_cross_compiled_platforms_build_in_their_build_machines_image() -> None:

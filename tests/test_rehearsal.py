@@ -248,7 +248,8 @@ def test_an_architecture_cuda_13_dropped_fails_configure(feedstock: Path) -> Non
     # the config (scripts/feedstock/architectures.py), so the recipe's CUDA 13 list is edited by hand here.
     recipe = feedstock / "recipe" / "recipe.yaml"
     text = recipe.read_text()
-    cuda_13_list = re.search(rf'"[^"]*100-real;[^"]*"\s+if cuda_compiler_version (?:== |in \[)"{re.escape(REHEARSED_CUDA)}"',
+    version = re.escape(f'"{REHEARSED_CUDA}"')
+    cuda_13_list = re.search(rf'"[^"]*100-real;[^"]*"\s+if cuda_compiler_version (?:== {version}|in \[[^\]]*{version})',
                              text).group(0)
     recipe.write_text(text.replace(cuda_13_list, cuda_13_list.replace("100-real;", "100-real;101-real;"), 1))
     report, _ = rehearse(PLUGIN, feedstock, "--no-sample")

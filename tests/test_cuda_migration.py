@@ -43,20 +43,25 @@ def cuda_jobs(root: Path) -> dict[str, tuple[str, str]]:
 
 
 def add_migration(root: Path, smithy: Smithy, tmp_path: Path, version: str) -> Path:
-    """conda-forge's CUDA migration for `version`, modelled on the feedstock's migration that brings the
-    config's newest CUDA, in the feedstock and in a copy of the pinning with its other migrations; returns that
-    pinning."""
-    (model_file,) = [name for name, versions in migrated_cuda_versions(REPO).items() if LISTED in versions]
-    model = (REPO / model_file).read_text()
-    migration = root / ".ci_support" / "migrations" / f"cuda{version.replace('.', '')}.yaml"
-    text = model.replace(f"  - {LISTED}   ", f"  - {version}   ")
-    text = text.replace(f"Upgrade to CUDA {LISTED}", f"Upgrade to CUDA {version}")
-    text = text.replace(f"      - {LISTED}\n", f"      - {LISTED}\n      - {version}\n", 1)
-    text = re.sub(r"(?m)^migrator_ts: \d+$", "migrator_ts: 1790000000", text)
-    text = re.sub(r"(?m)^  use_local: true\n", "", text)
-    assert text.count(f"- {version}") == 2, text
-    migration.write_text(text)
-    return smithy.pinning_with(sorted(migration.parent.glob("*.yaml")), tmp_path / "pinning")
+    """conda-forge's CUDA migration for `version`, modelled on the feedstock's migration of the newest CUDA,
+    in the feedstock and in a copy of the pinning with its other migrations; returns that pinning. Where a
+    migration already brings `version`, the feedstock keeps it."""
+    migrations = root / ".ci_support" / "migrations"
+    migrated = migrated_cuda_versions(root)
+    newest = max((v for versions in migrated.values() for v in versions), key=version_tuple)
+    if version not in {v for versions in migrated.values() for v in versions}:
+        (model_file,) = [name for name, versions in migrated.items() if newest in versions]
+        text = (root / model_file).read_text()
+        text = text.replace(f"  - {newest}   ", f"  - {version}   ")
+        text = text.replace(f"Upgrade to CUDA {newest}", f"Upgrade to CUDA {version}")
+        # conda-smithy orders the versions by the migration's list, which holds every earlier one too
+        text = text.replace(f"      - {newest}\n", f"      - {newest}\n      - {version}\n", 1)
+        # a later migration than its model: conda-smithy applies them in that order
+        text = re.sub(r"(?m)^migrator_ts: (\d+)$", lambda ts: f"migrator_ts: {int(ts.group(1)) + 1}", text)
+        text = re.sub(r"(?m)^  use_local: true\n", "", text)
+        assert text.count(f"- {version}") == 2, text
+        (migrations / f"cuda{version.replace('.', '')}.yaml").write_text(text)
+    return smithy.pinning_with(sorted(migrations.glob("*.yaml")), tmp_path / "pinning")
 
 
 def rerender(smithy: Smithy, root: Path, pinning: Path | None = None) -> None:

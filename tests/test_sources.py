@@ -51,7 +51,10 @@ def server(tmp_path: Path) -> Iterator[Server]:
     mirror = mirror_folder(os.environ)
     if mirror is None:
         pytest.skip(f"no mirror ({MIRROR_VARIABLE}) whose files the local server could serve")
-    mirrored = locate(REPO, tmp_path / "unused", CPU_DEPENDENCIES)
+    try:
+        mirrored = locate(REPO, tmp_path / "unused", CPU_DEPENDENCIES)
+    except SourcesUnavailable as reason:  # the mirror holds another version's source than the recipe's
+        pytest.skip(f"the mirror cannot give the local server the recipe's sources: {reason}")
     served = Server(tmp_path / "served")
     served.serve(recipe_source(REPO).url, mirrored.tarball)
     listed = deps_txt(mirrored.read(DEPS_TXT))

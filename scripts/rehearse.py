@@ -36,7 +36,7 @@ from feedstock.errors import InputError  # noqa: E402
 from feedstock.inputs import load_config  # noqa: E402
 from feedstock.reader import load_yaml  # noqa: E402
 from rattler_render import render  # noqa: E402
-from rehearsal.build import DEPENDENCIES, rehearse  # noqa: E402
+from rehearsal.build import DEPENDENCIES, dependencies, rehearse  # noqa: E402
 from rehearsal.prefixes import BUILD_PLATFORM, PLATFORMS, RehearsalError, load_standins  # noqa: E402
 from rehearsal.sources import SourcesUnavailable, WrongHash, locate  # noqa: E402
 
@@ -103,7 +103,7 @@ def main(argv: list[str]) -> int:
     try:
         if (args.output == "onnxruntime-ep-cuda") != (args.cuda is not None):
             raise RehearsalError("--cuda is required for onnxruntime-ep-cuda and means nothing for the CPU outputs")
-        sources = locate(args.feedstock.resolve(), args.cache.resolve(), DEPENDENCIES[args.output])
+        sources = locate(args.feedstock.resolve(), args.cache.resolve(), dependencies(args.output, args.platform))
         rendered, variant = evaluate(args.feedstock.resolve(), args.output, args.cuda, args.python, args.platform)
         without_file = {entry.dep for entry in load_config(args.feedstock).license.vendored if not entry.file}
         architectures, newest = (sampled_architectures(args.feedstock.resolve(), rendered, args.cuda, args.platform)

@@ -26,13 +26,22 @@ from ninja_graph import order_deps, target_compiles
 from rehearsal.prefixes import BUILD_PLATFORM, Prefixes, RehearsalError, lay_out, tool_python
 from rehearsal.sources import Sources
 
-# The cmake/deps.txt entries each output's linux-64 configure takes (upstream's CMake at 1.30.0): what a
+# The cmake/deps.txt entries each output's configure takes on every platform (upstream's CMake at 1.30.0): what a
 # rehearsal without a mirror downloads, and checks, first. tests/test_rehearsal.py checks that they are
 # exactly the archives the configure took.
 _EVERY_BUILD = ("abseil_cpp", "date", "eigen", "flatbuffers", "json", "microsoft_gsl", "mp11", "onnx", "protobuf",
                 "pytorch_cpuinfo", "re2", "safeint")
 DEPENDENCIES = {"onnxruntime-ep-cuda": (*_EVERY_BUILD, "cudnn_frontend", "cutlass"),
                 "onnxruntime-cpp": (*_EVERY_BUILD, "googletest"), "onnxruntime": (*_EVERY_BUILD, "dlpack")}
+# what each platform's configure takes besides: every arm64 build turns KleidiAI on (recipe/cmake_common.sh)
+PLATFORM_DEPENDENCIES = {"linux-aarch64": ("kleidiai",)}
+
+
+def dependencies(output: str, platform: str = BUILD_PLATFORM) -> tuple[str, ...]:
+    """The deps.txt entries the output's configure takes on the platform. A cross build fetches no
+    test-only ones: its unit tests would have to run on the build machine (build_cpp.sh turns them off)."""
+    taken = (*DEPENDENCIES[output], *PLATFORM_DEPENDENCIES.get(platform, ()))
+    return taken if platform == BUILD_PLATFORM else tuple(d for d in taken if d not in TEST_ONLY_DEPENDENCIES)
 # How ORT's own sources include each dependency its CMake fetches: an object that includes one needs it
 DEPENDENCY_INCLUDES = {
     "abseil_cpp": r"absl/", "protobuf": r"google/protobuf/", "onnx": r"onnx/", "re2": r"re2/",
@@ -256,13 +265,14 @@ def compile_sample(build: Path, sample: list[Sampled], compiles: list[dict[str, 
             item.seconds = round(time.monotonic() - start, 1)
 
 
-# the most objects a link of the sample may need: the graph's smallest shared library or program, if it is small
+# the most objects and static libraries a link of the sample may need: the graph's smallest shared library
+# or program, if it is small
 SMALL_LINK_OBJECTS = 8
 
 
 def small_link(commands: list[str]) -> str:
-    """The output of the graph's link (shared library or program) that takes the fewest objects, if at most
-    SMALL_LINK_OBJECTS; empty when there is none."""
+    """The output of the graph's link (shared library or program) that takes the fewest objects and static
+    libraries, if at most SMALL_LINK_OBJECTS; empty when there is none."""
     links = []
     for command in commands:
         words = command.split()
@@ -270,8 +280,9 @@ def small_link(commands: list[str]) -> str:
             continue
         if any(w in ("ar", "qc") or w.endswith("/ar") or w.endswith("-ar") for w in words):
             continue
-        objects = [w for w in words if w.endswith(".o")]
-        links.append((len(objects), words[words.index("-o") + 1]))
+        # objects and the static libraries it links: each library needs its own objects built
+        inputs = [w for w in words if w.endswith((".o", ".a"))]
+        links.append((len(inputs), words[words.index("-o") + 1]))
     small = sorted(link for link in links if link[0] <= SMALL_LINK_OBJECTS)
     return small[0][1] if small else ""
 

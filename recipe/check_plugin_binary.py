@@ -1,11 +1,13 @@
 """Audit a built ONNX Runtime plugin EP library before it ships.
 
-    python check_plugin_binary.py LIBRARY [--platform auto|elf|pe]
+    python check_plugin_binary.py LIBRARY [--platform auto|elf|pe] [--target-platform PLATFORM]
+    python check_plugin_binary.py --objects --target-platform PLATFORM FILE...
 
 Exit 0 when the library exports exactly the plugin entry points, is no provider bridge, links no
-cuDNN and depends only on allowlisted libraries; otherwise print one `FAIL [rule] ...` line per
-problem and exit 1. Exit 2 when the file cannot be read as the requested format.
-ELF is read with pyelftools and PE with pefile.
+cuDNN and depends only on allowlisted libraries, and, given --target-platform, is built for that
+conda platform's machine; otherwise print one `FAIL [rule] ...` line per problem and exit 1. With
+--objects, each FILE (an object or library of the build) is checked for the machine alone. Exit 2
+when a file cannot be read as the requested format. ELF is read with pyelftools and PE with pefile.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ PROVIDER_BRIDGE_EXPORT = "GetProvider"
 # Provider bridges call back into the core through this symbol; a plugin must not need it.
 PROVIDER_BRIDGE_IMPORT = "Provider_GetHost"
 CUDNN_PATTERNS = ("libcudnn*", "cudnn*.dll")
+# The machine a conda platform's binaries are built for (ELF e_machine, PE FileHeader.Machine): a
+# cross-compiled build that ships the build machine's code fails here (tests/test_rehearsal.py)
+TARGET_MACHINES = {"linux-64": "EM_X86_64", "linux-aarch64": "EM_AARCH64", "win-64": "IMAGE_FILE_MACHINE_AMD64"}
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,7 @@ class LibraryFacts:
     exported_functions: frozenset[str]
     imported_symbols: frozenset[str]
     dependencies: tuple[str, ...]
+    machine: str = ""
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,7 @@ def read_elf(path: Path) -> LibraryFacts:
     try:
         with path.open("rb") as stream:
             elf = ELFFile(stream)
+            machine = str(elf.header["e_machine"])
             symbols = [symbol for table in elf.iter_sections(type="SHT_DYNSYM")
                        if isinstance(table, SymbolTableSection) for symbol in table.iter_symbols()]
             needed = [tag.needed for dynamic in elf.iter_sections(type="SHT_DYNAMIC")
@@ -104,6 +111,7 @@ def read_elf(path: Path) -> LibraryFacts:
         ),
         imported_symbols=frozenset(s.name for s in symbols if s.name and s["st_shndx"] == "SHN_UNDEF"),
         dependencies=tuple(needed),
+        machine=machine,
     )
 
 
@@ -126,6 +134,7 @@ def read_pe(path: Path) -> LibraryFacts:
         exported_functions=frozenset(e.name.decode() if e.name else f"#{e.ordinal}" for e in exports),
         imported_symbols=frozenset(i.name.decode() for entry in imports for i in entry.imports if i.name),
         dependencies=tuple(entry.dll.decode() for entry in imports),
+        machine=pefile.MACHINE_TYPE.get(pe.FILE_HEADER.Machine, hex(pe.FILE_HEADER.Machine)),
     )
 
 
@@ -185,33 +194,74 @@ def allowed_reasons(facts: LibraryFacts) -> dict[str, str]:
             if (allowance := allowance_for(name, facts.binary_format)) is not None}
 
 
-def audit(facts: LibraryFacts) -> list[Violation]:
-    return export_violations(facts) + import_violations(facts) + dependency_violations(facts)
+def machine_violations(subject: str, facts: LibraryFacts, target_platform: str | None) -> list[Violation]:
+    expected = TARGET_MACHINES.get(target_platform or "")
+    if expected is None or facts.machine == expected:
+        return []
+    return [Violation("target-machine", subject, f"{facts.machine} is not {target_platform}'s machine ({expected})")]
+
+
+def audit(facts: LibraryFacts, target_platform: str | None = None, subject: str = "library") -> list[Violation]:
+    return (export_violations(facts) + import_violations(facts) + dependency_violations(facts)
+            + machine_violations(subject, facts, target_platform))
 
 
 def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("library", type=Path)
+    parser.add_argument("library", type=Path, nargs="+")
     parser.add_argument("--platform", choices=("auto", "elf", "pe"), default="auto",
                         help="binary format to read; auto decides from the file's magic bytes")
-    return parser.parse_args(argv)
+    parser.add_argument("--target-platform", choices=sorted(TARGET_MACHINES),
+                        help="the conda platform the files must be built for")
+    parser.add_argument("--objects", action="store_true",
+                        help="check each file (objects of the build) for the target platform's machine alone")
+    arguments = parser.parse_args(argv)
+    if arguments.objects and arguments.target_platform is None:
+        parser.error("--objects needs --target-platform")
+    if not arguments.objects and len(arguments.library) != 1:
+        parser.error("give one library, or --objects with the files to check")
+    return arguments
+
+
+def read(path: Path, requested: str) -> LibraryFacts:
+    readers = {"elf": read_elf, "pe": read_pe}
+    return readers[detect_format(path) if requested == "auto" else requested](path)
+
+
+def check_objects(paths: list[Path], requested: str, target_platform: str) -> int:
+    failed = False
+    for path in paths:
+        try:
+            facts = read(path, requested)
+        except (OSError, UnreadableLibrary) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        violations = machine_violations(str(path), facts, target_platform)
+        for violation in violations:
+            print(violation)
+        if not violations:
+            print(f"ok {path}: {facts.machine}")
+        failed = failed or bool(violations)
+    return 1 if failed else 0
 
 
 def main(argv: list[str]) -> int:
     arguments = parse_arguments(argv)
-    readers = {"elf": read_elf, "pe": read_pe}
+    if arguments.objects:
+        return check_objects(arguments.library, arguments.platform, arguments.target_platform)
+    (library,) = arguments.library
     try:
-        binary_format = detect_format(arguments.library) if arguments.platform == "auto" else arguments.platform
-        facts = readers[binary_format](arguments.library)
+        facts = read(library, arguments.platform)
+        binary_format = facts.binary_format
     except (OSError, UnreadableLibrary) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    violations = audit(facts)
+    violations = audit(facts, arguments.target_platform)
     for violation in violations:
         print(violation)
     if violations:
         return 1
-    print(f"ok: {arguments.library} ({binary_format}) exports {', '.join(sorted(facts.exported_functions))}")
+    print(f"ok: {library} ({binary_format}, {facts.machine}) exports {', '.join(sorted(facts.exported_functions))}")
     for name, why in allowed_reasons(facts).items():
         print(f"  needs {name}: {why}")
     return 0

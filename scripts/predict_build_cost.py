@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Predict each CUDA job's plugin build: wall time, library size and memory, from measured compiles.
 
-    python3 scripts/predict_build_cost.py --graph DIR [--measurements FILE]
+    python3 scripts/predict_build_cost.py --graph DIR [DIR ...] [--measurements FILE]
     python3 scripts/predict_build_cost.py --kinds [--measurements FILE]
 
 FILE is a measurement file written on the GPU machine (scripts/buildcost.py; README.md, "What a release
 costs", gives the run), by default the newest under docs/build-cost/. Every nvcc unit of the graph is
 priced by its kind's measured cost per GPU target, for each CUDA job's architecture list and the job
-sizing in config/feedstock.yaml (--kinds: what each kind of the measured graph costs instead). DIR is a rehearsal of
-the plugin (scripts/rehearse.py onnxruntime-ep-cuda --cuda 13.4 --no-sample --workdir DIR): the graph of
-the recipe as it is now. Prints one Markdown table, then each job whose build is predicted less than
+sizing in config/feedstock.yaml (--kinds: what each kind of the measured graph costs instead). Each DIR is a
+rehearsal of the plugin for one platform (scripts/rehearse.py onnxruntime-ep-cuda --cuda 13.4 [--platform
+linux-aarch64] --no-sample --workdir DIR): the graph of the recipe as it is now. A platform's jobs are priced
+from its own graph; one without a rehearsal (win-64) from linux-64's, and the table's `graph` column says which. Prints one Markdown table, then each job whose build is predicted less than
 MARGIN times under the runner's time limit, or whose jobs at their peak would need more memory than the
 runner has free; exit 0 when there is none, 1 when there is, 2 on bad input.
 """
@@ -30,6 +31,9 @@ import buildcost  # noqa: E402
 from feedstock.errors import InputError  # noqa: E402
 from feedstock.inputs import load_config  # noqa: E402
 
+# the build machine of every linux job (conda-forge.yml's build_platform), whose graph prices the platforms
+# that have no rehearsal of their own
+BUILD_PLATFORM = "linux-64"
 # conda-forge's 16-core Namespace runners (config/feedstock.yaml, runners): about 60 GiB of their 64 GB
 # are free when the build starts. They end a job at 8 hours, before the 720 minutes of conda-forge.yml.
 RUNNER_CORES = 16
@@ -46,6 +50,12 @@ def measurements_file(folder: Path) -> Path:
     return found[-1]
 
 
+def graph_platform(rehearsal: Path) -> str:
+    """The target platform a rehearsal's graph is for (its report.json; linux-64 when it names none)."""
+    report = rehearsal / "report.json"
+    return json.loads(report.read_text()).get("target_platform", BUILD_PLATFORM) if report.is_file() else BUILD_PLATFORM
+
+
 def load_graph(rehearsal: Path) -> tuple[list[buildcost.Unit], int]:
     """The nvcc units and the number of host compiles of a rehearsal's graph."""
     database = rehearsal / "compile_commands.json"
@@ -56,18 +66,23 @@ def load_graph(rehearsal: Path) -> tuple[list[buildcost.Unit], int]:
     return units, len(compiles) - len(units)
 
 
-def table(measurements: dict, units: list[buildcost.Unit], host_compiles: int, root: Path) -> tuple[str, list[str]]:
-    """The Markdown table, and the jobs too close to the runner's limit."""
+def table(measurements: dict, graphs: dict[str, tuple[list[buildcost.Unit], int]], root: Path) -> tuple[str, list[str]]:
+    """The Markdown table, and the jobs too close to the runner's limit. `graphs`: units and host compiles
+    by the platform whose rehearsal they come from."""
     config = load_config(root)
     sizing = buildcost.Sizing(RUNNER_CORES, RUNNER_FREE_GIB, config.cuda.build_jobs, config.cuda.nvcc_threads,
                               config.cuda.nvcc_gb_per_thread, config.cuda.sm90_tma_jobs)
     costs = buildcost.kind_costs(measurements["pieces"])
     short = []
     lines = ["| CUDA | platform | GPU targets | jobs | nvcc units | nvcc CPU-h | host CPU-h | longest unit, s "
-             "| build, h | × under 8 h | library, MB | largest process, GiB | all jobs at their peak, GiB |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| build, h | × under 8 h | library, MB | largest process, GiB | all jobs at their peak, GiB | graph |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for version in sorted(config.cuda.versions):
         for platform in config.cuda_platforms:
+            graph = platform if platform in graphs else BUILD_PLATFORM
+            if graph not in graphs:
+                raise buildcost.CostError(f"no rehearsal's graph for {platform} or {BUILD_PLATFORM}: give one with --graph")
+            units, host_compiles = graphs[graph]
             targets = buildcost.job_targets(list(config.cuda_lists.get(version, platform)))
             p = buildcost.predict(units, targets, costs, host_compiles, sizing)
             margin = round(RUNNER_LIMIT_S / p.build_s, 2)
@@ -78,7 +93,7 @@ def table(measurements: dict, units: list[buildcost.Unit], host_compiles: int, r
             lines.append(f"| {version} | {platform} | {len(targets)} | {p.jobs} | {p.units} | {p.nvcc_cpu_s / 3600:.1f} "
                          f"| {p.host_cpu_s / 3600:.1f} | {p.longest_unit_s:.0f} | {p.build_s / 3600:.2f} "
                          f"| {margin:.2f} | {p.library_bytes / 1e6:.0f} | {p.peak_gib:.1f} "
-                         f"| {p.worst_gib:.0f} of {RUNNER_FREE_GIB} |")
+                         f"| {p.worst_gib:.0f} of {RUNNER_FREE_GIB} | {graph} |")
     return "\n".join(lines) + "\n", short
 
 
@@ -102,7 +117,7 @@ def kinds_table(measurements: dict, units: list[buildcost.Unit]) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--graph", type=Path, help="a plugin rehearsal's work folder")
+    parser.add_argument("--graph", type=Path, nargs="+", help="plugin rehearsals' work folders, one per platform")
     parser.add_argument("--measurements", type=Path, help="a measurement file (default: the newest in docs/build-cost)")
     parser.add_argument("--kinds", action="store_true", help="print what each kind of unit costs instead")
     args = parser.parse_args(argv)
@@ -117,8 +132,13 @@ def main(argv: list[str]) -> int:
         if args.kinds:
             print(kinds_table(measurements, [buildcost.Unit(**u) for u in measurements["units"]]), end="")
             return 0
-        units, host_compiles = load_graph(args.graph)
-        text, short = table(measurements, units, host_compiles, bootstrap.REPO)
+        graphs = {}
+        for rehearsal in args.graph:
+            platform = graph_platform(rehearsal)
+            if platform in graphs:
+                raise buildcost.CostError(f"{rehearsal}: a second graph for {platform}")
+            graphs[platform] = load_graph(rehearsal)
+        text, short = table(measurements, graphs, bootstrap.REPO)
     except (InputError, buildcost.CostError, OSError, ValueError, KeyError, TypeError) as error:
         print(f"predict_build_cost: {error}", file=sys.stderr)
         return 2

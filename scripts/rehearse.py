@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""Rehearse one output's build script against ONNX Runtime's real source (linux-64).
+"""Rehearse one output's build script against ONNX Runtime's real source, on linux-64 for PLATFORM.
 
     python3 scripts/rehearse.py onnxruntime-cpp --workdir DIR
     python3 scripts/rehearse.py onnxruntime --python 3.11 --workdir DIR
     python3 scripts/rehearse.py onnxruntime-ep-cuda --cuda 13.4 --workdir DIR
+    python3 scripts/rehearse.py onnxruntime-ep-cuda --cuda 13.4 --platform linux-aarch64 --workdir DIR
 
-The recipe is evaluated by rattler-build's engine for the linux-64 variant in .ci_support/; its build
-and host requirements are laid out from the stand-ins in scripts/rehearsal/standins.yaml; the build
+The recipe is evaluated by rattler-build's engine for the PLATFORM (default linux-64) variant in
+.ci_support/, built on linux-64: linux-aarch64 is cross-compiled, as conda-forge.yml's build_platform
+has conda-forge build it. Its build and host requirements are laid out from the stand-ins in
+scripts/rehearsal/standins.yaml (BUILD_PREFIX the build machine's, PREFIX the target's); the build
 script then runs up to its build step, where it stops and names the targets that step builds, and a
-sample of their build graph is compiled (see scripts/rehearsal/build.py). ORT's source and the archives
+sample of their build graph is compiled and audited as the recipe audits the plugin (see
+scripts/rehearsal/build.py). ORT's source and the archives
 its CMake fetches come from the mirror folder that ORT_SOURCE_MIRROR names, or are downloaded by the
 recipe's URL and sha256 and deps.txt's URLs and SHA1s into the cache (scripts/rehearsal/sources.py). DIR
 ends up with the source, the build tree and report.txt/report.json.
@@ -32,19 +36,16 @@ from feedstock.errors import InputError  # noqa: E402
 from feedstock.inputs import load_config  # noqa: E402
 from feedstock.reader import load_yaml  # noqa: E402
 from rattler_render import render  # noqa: E402
-from rehearsal.build import DEPENDENCIES, rehearse  # noqa: E402
-from rehearsal.prefixes import RehearsalError, load_standins  # noqa: E402
+from rehearsal.build import DEPENDENCIES, dependencies, rehearse  # noqa: E402
+from rehearsal.prefixes import BUILD_PLATFORM, PLATFORMS, RehearsalError, load_standins  # noqa: E402
 from rehearsal.sources import SourcesUnavailable, WrongHash, locate  # noqa: E402
 
-PLATFORM = "linux-64"
-
-
-def variant_lists(feedstock: Path, cuda: str | None, python: str | None) -> dict:
-    """The linux-64 .ci_support file for this CUDA version (None: the CPU one), one Python kept."""
+def variant_lists(feedstock: Path, cuda: str | None, python: str | None, platform: str = BUILD_PLATFORM) -> dict:
+    """The platform's .ci_support file for this CUDA version (None: the CPU one), one Python kept."""
     wanted = f"cuda_compiler_version{cuda or 'None'}"
-    files = [f for f in sorted((feedstock / ".ci_support").glob("linux_64_*.yaml")) if wanted in f.name]
+    files = [f for f in sorted((feedstock / ".ci_support").glob(f"{platform.replace('-', '_')}_*.yaml")) if wanted in f.name]
     if len(files) != 1:
-        raise RehearsalError(f"{feedstock / '.ci_support'}: {len(files)} linux-64 files for CUDA {cuda or 'None'}, expected one")
+        raise RehearsalError(f"{feedstock / '.ci_support'}: {len(files)} {platform} files for CUDA {cuda or 'None'}, expected one")
     lists = load_yaml(files[0], str(files[0]))
     if python is not None:
         kept = [p for p in lists.get("python", []) if str(p).startswith(f"{python}.")]
@@ -56,19 +57,34 @@ def variant_lists(feedstock: Path, cuda: str | None, python: str | None) -> dict
     return lists
 
 
-def evaluate(feedstock: Path, output: str, cuda: str | None, python: str | None) -> tuple[dict, dict]:
-    lists = variant_lists(feedstock, cuda, python)
-    for rendered in render(feedstock / "recipe" / "recipe.yaml", lists, PLATFORM, PLATFORM):
+def evaluate(feedstock: Path, output: str, cuda: str | None, python: str | None,
+             platform: str = BUILD_PLATFORM) -> tuple[dict, dict]:
+    """The recipe as rattler-build renders it for the platform's job, built on linux-64."""
+    lists = variant_lists(feedstock, cuda, python, platform)
+    for rendered in render(feedstock / "recipe" / "recipe.yaml", lists, platform, BUILD_PLATFORM):
         if rendered.name == output:
             return rendered.recipe, rendered.used_variant
-    raise RehearsalError(f"{feedstock / 'recipe' / 'recipe.yaml'}: {output} is not built for CUDA {cuda or 'None'} on {PLATFORM}")
+    raise RehearsalError(f"{feedstock / 'recipe' / 'recipe.yaml'}: {output} is not built for CUDA {cuda or 'None'} on {platform}")
 
 
-def without_nvcc(feedstock: Path) -> list[str]:
-    """The linux-64 jobs' CUDA versions that no rehearsal can take: standins.yaml has no nvcc for them."""
+def without_nvcc(feedstock: Path, platform: str = BUILD_PLATFORM) -> list[str]:
+    """The platform's jobs' CUDA versions that no rehearsal can take: standins.yaml has no nvcc for them."""
     nvcc = load_standins()["cuda-nvcc_linux-64"]["pypi"]
-    versions = sorted({job.cuda_version for job in load_jobs(feedstock) if job.platform == PLATFORM and job.cuda_version})
+    versions = sorted({job.cuda_version for job in load_jobs(feedstock) if job.platform == platform and job.cuda_version})
     return [f"CUDA {v}: scripts/rehearsal/standins.yaml has no nvcc for it" for v in versions if v not in nvcc]
+
+
+def sass_architectures(rendered: dict) -> list[str]:
+    """The plugin's SASS architectures (`75-real;...;121-real;121-virtual` -> 75 ... 121)."""
+    listed = str(rendered["build"]["script"]["env"]["CUDA_ARCHITECTURES"]).split(";")
+    return [a.removesuffix("-real") for a in listed if not a.endswith("-virtual")]
+
+
+def sampled_architectures(feedstock: Path, rendered: dict, cuda: str, platform: str) -> tuple[list[str], str]:
+    """The architectures only this platform's list has (none on linux-64), and the list's newest."""
+    own = sass_architectures(rendered)
+    linux_64 = sass_architectures(evaluate(feedstock, "onnxruntime-ep-cuda", cuda, None)[0])
+    return [a for a in own if a not in linux_64], own[-1]
 
 
 def main(argv: list[str]) -> int:
@@ -76,6 +92,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("output", choices=sorted(DEPENDENCIES))
     parser.add_argument("--cuda", help="the CUDA version (the plugin only)")
     parser.add_argument("--python", help="the Python version (the Python package only; default: the first)")
+    parser.add_argument("--platform", default=BUILD_PLATFORM, choices=sorted(PLATFORMS),
+                        help="the target platform (default linux-64); the build machine is linux-64")
     parser.add_argument("--workdir", required=True, type=Path)
     parser.add_argument("--feedstock", type=Path, default=bootstrap.REPO, help="the feedstock to rehearse (default: this one)")
     parser.add_argument("--cache", type=Path, default=bootstrap.REPO / ".cache" / "rehearsal",
@@ -85,17 +103,20 @@ def main(argv: list[str]) -> int:
     try:
         if (args.output == "onnxruntime-ep-cuda") != (args.cuda is not None):
             raise RehearsalError("--cuda is required for onnxruntime-ep-cuda and means nothing for the CPU outputs")
-        sources = locate(args.feedstock.resolve(), args.cache.resolve(), DEPENDENCIES[args.output])
-        rendered, variant = evaluate(args.feedstock.resolve(), args.output, args.cuda, args.python)
+        sources = locate(args.feedstock.resolve(), args.cache.resolve(), dependencies(args.output, args.platform))
+        rendered, variant = evaluate(args.feedstock.resolve(), args.output, args.cuda, args.python, args.platform)
         without_file = {entry.dep for entry in load_config(args.feedstock).license.vendored if not entry.file}
+        architectures, newest = (sampled_architectures(args.feedstock.resolve(), rendered, args.cuda, args.platform)
+                                 if args.cuda else ([], ""))
         report = rehearse(args.output, rendered, variant, args.feedstock.resolve() / "recipe", sources,
                           args.workdir.resolve(), args.cache.resolve(), without_file, sample=not args.no_sample,
-                          not_rehearsed=without_nvcc(args.feedstock) if args.cuda else [])
+                          not_rehearsed=without_nvcc(args.feedstock, args.platform) if args.cuda else [],
+                          architectures=architectures, newest=newest)
     except (RehearsalError, InputError, SourcesUnavailable, WrongHash) as error:
         print(f"rehearse: {error}", file=sys.stderr)
         return 2
     print((args.workdir / "report.txt").read_text(), end="")
-    return 0 if report.configure_ok and all(s.ok for s in report.sample) else 1
+    return 0 if report.configure_ok and all(s.ok for s in report.sample) and (report.audit_ok or not report.sample) else 1
 
 
 if __name__ == "__main__":

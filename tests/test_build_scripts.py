@@ -56,6 +56,7 @@ STANDARD_CMAKE_VARIABLES = {
     "Python_NumPy_INCLUDE_DIR": "CMake's FindPython: the target's NumPy headers when cross-compiling",
     "gtest_force_shared_crt": "googletest: link gtest with the DLL runtime like the rest of the Windows build",
     "CMAKE_CUDA_VISIBILITY_PRESET": "CMake: default CUDA_VISIBILITY_PRESET, keeping the plugin's CUDA symbols private",
+    "CMAKE_CUDA_HOST_COMPILER": "CMake: nvcc's -ccbin in every nvcc command, the cross g++ when cross-compiling",
     "CMAKE_PROJECT_onnxruntime_INCLUDE": "CMake: a file run after ORT's project(), renaming the Windows core library",
 }
 
@@ -171,6 +172,8 @@ def build_env(tools: FakeTools, source: Path, prefix: Path, script: str = "build
     return tools.env(**{
         "SRC_DIR": str(source), "RECIPE_DIR": str(RECIPE), "PREFIX": str(prefix),
         "BUILD_PREFIX": "/build-prefix", "target_platform": "linux-64", "CMAKE_ARGS": CONDA_FORGE_CMAKE_ARGS,
+        # the compiler activation's, which every build script runs under
+        "CXX": "/build-prefix/bin/x86_64-conda-linux-gnu-c++",
         "ORT_BUILD_DIR": SCRIPT_ENV[script]["ORT_BUILD_DIR"], **overrides,
     })
 

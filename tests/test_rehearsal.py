@@ -2,7 +2,8 @@
 
 Each rehearsal configures for real and compiles a sample of the build graph (linux-64:
 onnxruntime-cpp, onnxruntime for this machine's Python, onnxruntime-ep-cuda for the newest CUDA of the
-linux-64 jobs; CUDA 12 has no nvcc on PyPI). A rehearsal's result is kept under .cache/rehearsal/runs/, keyed by everything it
+linux-64 jobs; CUDA 12 has no nvcc on PyPI; linux-aarch64, cross-compiled from linux-64 as
+conda-forge builds it: onnxruntime-cpp and onnxruntime-ep-cuda for the newest CUDA of its jobs). A rehearsal's result is kept under .cache/rehearsal/runs/, keyed by everything it
 reads, so an unchanged feedstock is not rehearsed twice on one machine. ORT's source comes from the mirror
 ORT_SOURCE_MIRROR names or from a download (tests/support/upstream_source.py); without either, these
 tests skip and say why.
@@ -23,25 +24,35 @@ import pytest
 from conftest import CONFIG, REPO
 from feedstock.ci_support import load_jobs, newest_cuda
 from rattler_render import render
-from rehearsal.build import DEPENDENCIES
+from rehearsal.build import dependencies
 from rehearsal.prefixes import load_standins
 from rehearsal.sources import Sources
 from support.upstream_source import CACHE, archives_cmake_took, sources
 from support.yaml_files import read_yaml
 
 PLUGIN, CPP, PYTHON = "onnxruntime-ep-cuda", "onnxruntime-cpp", "onnxruntime"
+LINUX_64, AARCH64 = "linux-64", "linux-aarch64"
 # the newest CUDA of the .ci_support jobs, whichever migration brought it; the rehearsal's Python is this machine's
-REHEARSED_CUDA = newest_cuda(load_jobs(REPO), "linux-64")
-REHEARSED = {PLUGIN: ["--cuda", REHEARSED_CUDA], CPP: [], PYTHON: ["--python", f"{sys.version_info[0]}.{sys.version_info[1]}"]}
+REHEARSED_CUDA = newest_cuda(load_jobs(REPO), LINUX_64)
+AARCH64_CUDA = newest_cuda(load_jobs(REPO), AARCH64)
+# (output, target platform): the rehearse.py arguments. The Python package's cross build needs conda's
+# cross-python, which has no stand-in: linux-aarch64 rehearses its C++ and plugin jobs
+REHEARSED = {(PLUGIN, LINUX_64): ["--cuda", REHEARSED_CUDA], (CPP, LINUX_64): [],
+             (PYTHON, LINUX_64): ["--python", f"{sys.version_info[0]}.{sys.version_info[1]}"],
+             (PLUGIN, AARCH64): ["--cuda", AARCH64_CUDA, "--platform", AARCH64], (CPP, AARCH64): ["--platform", AARCH64]}
+# the ELF machine each platform's objects are for (recipe/check_plugin_binary.py's TARGET_MACHINES)
+MACHINES = {LINUX_64: "EM_X86_64", AARCH64: "EM_AARCH64"}
 # the rehearsal's own code and data, which a cached result must have been made with
 REHEARSAL_CODE = [*(REPO / "scripts" / name for name in ("rehearse.py", "rattler_render.py", "ninja_graph.py")),
                   *sorted(p for p in (REPO / "scripts" / "rehearsal").iterdir() if p.suffix in (".py", ".yaml"))]
 
 
-def _digest(feedstock: Path, args: list[str], located: Sources) -> str:
+def _digest(feedstock: Path, args: list[str], located: Sources, platform: str) -> str:
     digest = hashlib.sha256(" ".join(args).encode())
+    # the linux-64 jobs' files too: a plugin rehearsal samples the architectures only its platform's list has
     files = [*sorted((feedstock / "recipe").rglob("*")), feedstock / "config" / "feedstock.yaml",
-             *sorted((feedstock / ".ci_support").glob("linux_64_*.yaml")), *REHEARSAL_CODE]
+             *sorted({*(feedstock / ".ci_support").glob("linux_64_*.yaml"),
+                      *(feedstock / ".ci_support").glob(f"{platform.replace('-', '_')}_*.yaml")}), *REHEARSAL_CODE]
     for path in files:
         if path.is_file() and "__pycache__" not in path.parts:
             name = path.relative_to(feedstock if path.is_relative_to(feedstock) else REPO).as_posix()
@@ -52,10 +63,11 @@ def _digest(feedstock: Path, args: list[str], located: Sources) -> str:
     return digest.hexdigest()[:16]
 
 
-def rehearse(output: str, feedstock: Path = REPO, *extra: str) -> tuple[dict, Path]:
+def rehearse(output: str, feedstock: Path = REPO, *extra: str, platform: str = LINUX_64) -> tuple[dict, Path]:
     """The report and work folder of a rehearsal, run unless an identical one is cached."""
-    args = [output, *REHEARSED[output], *extra]
-    workdir = CACHE / "runs" / f"{output}-{_digest(feedstock, args, sources(*DEPENDENCIES[output]))}"
+    args = [output, *REHEARSED[output, platform], *extra]
+    located = sources(*dependencies(output, platform))
+    workdir = CACHE / "runs" / f"{output}-{_digest(feedstock, args, located, platform)}"
     report = workdir / "report.json"
     if not report.exists():
         shutil.rmtree(workdir, ignore_errors=True)
@@ -70,15 +82,30 @@ def rehearse(output: str, feedstock: Path = REPO, *extra: str) -> tuple[dict, Pa
     return json.loads(report.read_text()), workdir
 
 
-@pytest.fixture(scope="module", params=list(REHEARSED))
+@pytest.fixture(scope="module", params=list(REHEARSED), ids=lambda key: f"{key[0]}-{key[1]}")
 def rehearsal(request: pytest.FixtureRequest) -> tuple[str, dict, Path]:
-    report, workdir = rehearse(request.param)
-    return request.param, report, workdir
+    output, platform = request.param
+    report, workdir = rehearse(output, platform=platform)
+    return output, report, workdir
+
+
+@pytest.fixture(scope="module", params=[LINUX_64, AARCH64])
+def plugin_rehearsal(request: pytest.FixtureRequest) -> dict:
+    return rehearse(PLUGIN, platform=request.param)[0]
 
 
 @pytest.fixture(scope="module")
-def plugin_rehearsal() -> dict:
-    return rehearse(PLUGIN)[0]
+def aarch64_plugin() -> dict:
+    return rehearse(PLUGIN, platform=AARCH64)[0]
+
+
+@pytest.fixture(scope="module")
+def aarch64_cpp() -> dict:
+    return rehearse(CPP, platform=AARCH64)[0]
+
+
+def _cuda(report: dict) -> str:
+    return report["variant"]["cuda_compiler_version"]
 
 
 # --- what every rehearsed output shows
@@ -123,8 +150,17 @@ def test_no_include_folder_shadows_the_c_librarys_headers(rehearsal: tuple[str, 
 
 
 def test_cmake_takes_every_dependency_from_the_archives_located_for_the_output(rehearsal: tuple[str, dict, Path]) -> None:
-    output, _, workdir = rehearsal
-    assert archives_cmake_took(workdir / "src") == set(sources(*DEPENDENCIES[output]).archives.values()), output
+    output, report, workdir = rehearsal
+    located = sources(*dependencies(output, report["target_platform"]))
+    assert archives_cmake_took(workdir / "src") == set(located.archives.values()), output
+
+
+def test_the_sample_is_built_for_the_target_platforms_machine(rehearsal: tuple[str, dict, Path]) -> None:
+    """The recipe's own audit (check_plugin_binary.py --objects) read every object the sample made, and the
+    file it linked, as the target platform's: a cross build that compiled for the build machine fails here."""
+    output, report, _ = rehearsal
+    assert report["audit_ok"], (output, report["audit"])
+    assert {s["machine"] for s in report["sample"]} == {MACHINES[report["target_platform"]]}, output
 
 
 def test_every_source_a_patch_changes_is_compiled_in_the_sample(rehearsal: tuple[str, dict, Path]) -> None:
@@ -186,13 +222,27 @@ def test_every_nvcc_unit_of_the_graph_is_of_a_measured_kind(plugin_rehearsal: di
     assert not [u.source for u in units if re.search(r"moe_gemm\w*fp4", Path(u.source).name)]
 
 
-def test_every_cuda_job_of_the_recipe_is_predicted_within_the_runners_limits(plugin_rehearsal: dict) -> None:
-    """The recipe's graph, priced from the recorded measurements for every CUDA job's list, leaves each
+def _prediction(*graphs: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "scripts" / "predict_build_cost.py"), "--graph", *graphs],
+                          capture_output=True, text=True)
+
+
+def test_every_cuda_job_of_the_recipe_is_predicted_within_the_runners_limits(aarch64_plugin: dict) -> None:
+    """The recipe's graphs, priced from the recorded measurements for every CUDA job's list, leave each
     job 1.5 times under the runner's 8 hours and within its memory (scripts/predict_build_cost.py): a
     longer list or a new kernel family that breaks this fails here, before a release does on a runner."""
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / "predict_build_cost.py"),
-                           "--graph", plugin_rehearsal["workdir"]], capture_output=True, text=True)
+    done = _prediction(rehearse(PLUGIN)[0]["workdir"], aarch64_plugin["workdir"])
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_aarch64_jobs_are_priced_from_their_own_graph(aarch64_plugin: dict) -> None:
+    """The linux-aarch64 graph is not linux-64's (KleidiAI, and 110 where linux-64 has 89), so its rows
+    are priced from its own rehearsal, and say so."""
+    done = _prediction(rehearse(PLUGIN)[0]["workdir"], aarch64_plugin["workdir"])
+    rows = [line.split("|") for line in done.stdout.splitlines() if line.startswith("| 1")]
+    graph_of = {(cells[1].strip(), cells[2].strip()): cells[-2].strip() for cells in rows}
+    assert {g for (_, platform), g in graph_of.items() if platform == AARCH64} == {AARCH64}, done.stdout
+    assert {g for (_, platform), g in graph_of.items() if platform == LINUX_64} == {LINUX_64}, done.stdout
 
 
 def _ort_arch_specific(source: Path) -> set[str]:
@@ -202,19 +252,20 @@ def _ort_arch_specific(source: Path) -> set[str]:
 
 
 def test_nvcc_compiles_sass_for_each_listed_architecture(plugin_rehearsal: dict) -> None:
-    listed = [a.removesuffix("-real") for a in CONFIG.cuda_lists.get(REHEARSED_CUDA, "linux-64")]
+    listed = [a.removesuffix("-real") for a in CONFIG.cuda_lists.get(_cuda(plugin_rehearsal), plugin_rehearsal["target_platform"])]
     arch_specific = _ort_arch_specific(Path(plugin_rehearsal["workdir"]) / "src")
     assert plugin_rehearsal["nvcc_sass"] == sorted(f"sm_{a}{'a' if a in arch_specific else ''}" for a in listed)
 
 
 def test_nvcc_embeds_ptx_for_the_newest_architecture_only(plugin_rehearsal: dict) -> None:
-    newest = CONFIG.cuda_lists.get(REHEARSED_CUDA, "linux-64")[-1]
+    newest = CONFIG.cuda_lists.get(_cuda(plugin_rehearsal), plugin_rehearsal["target_platform"])[-1]
     assert plugin_rehearsal["nvcc_ptx"] == [f"compute_{newest}"]
 
 
-def test_every_linux_64_cuda_without_a_stand_in_nvcc_is_reported_as_not_rehearsed(plugin_rehearsal: dict) -> None:
-    others = {job.cuda_version for job in load_jobs(REPO) if job.platform == "linux-64" and job.cuda_version}
-    others -= {REHEARSED_CUDA, *load_standins()["cuda-nvcc_linux-64"]["pypi"]}
+def test_every_cuda_of_the_platform_without_a_stand_in_nvcc_is_reported_as_not_rehearsed(plugin_rehearsal: dict) -> None:
+    platform = plugin_rehearsal["target_platform"]
+    others = {job.cuda_version for job in load_jobs(REPO) if job.platform == platform and job.cuda_version}
+    others -= {_cuda(plugin_rehearsal), *load_standins()["cuda-nvcc_linux-64"]["pypi"]}
     assert {item.split(":")[0] for item in plugin_rehearsal["not_rehearsed"]} == {f"CUDA {v}" for v in others}
 
 
@@ -276,10 +327,11 @@ def test_a_cpp_build_without_the_endian_patch_puts_orts_endian_h_before_the_c_li
 
 def test_the_prefixes_hold_exactly_the_packages_the_recipe_asks_for(rehearsal: tuple[str, dict, Path]) -> None:
     output, report, _ = rehearsal
-    lists = read_yaml(next(p for p in sorted((REPO / ".ci_support").glob("linux_64_*.yaml"))
+    platform = report["target_platform"]
+    lists = read_yaml(next(p for p in sorted((REPO / ".ci_support").glob(f"{platform.replace('-', '_')}_*.yaml"))
                            if f"cuda_compiler_version{report['variant']['cuda_compiler_version']}" in p.name))
     lists["python"] = [v for v in lists.get("python", []) if v == report["variant"].get("python")] or lists.get("python", [])[:1]
-    (rendered,) = [r for r in render(REPO / "recipe" / "recipe.yaml", lists, "linux-64", "linux-64") if r.name == output]
+    (rendered,) = [r for r in render(REPO / "recipe" / "recipe.yaml", lists, platform, LINUX_64) if r.name == output]
     asked = {section: [spec.split()[0] for spec in rendered.recipe["requirements"].get(section, [])]
              for section in ("build", "host")}
     assert report["standins"] == {k: v for k, v in asked.items() if v}, output
@@ -290,9 +342,58 @@ def test_a_package_without_a_stand_in_is_refused_naming_the_table_and_the_packag
     text = recipe.read_text()
     assert "        - libcufft-dev\n" in text
     recipe.write_text(text.replace("        - libcufft-dev\n", "        - libcufft-dev\n        - libnvjpeg-dev\n", 1))
-    sources(*DEPENDENCIES[PLUGIN])
+    sources(*dependencies(PLUGIN))
     done = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse.py"), PLUGIN, "--cuda", REHEARSED_CUDA,
                            "--workdir", str(feedstock / "rehearsal"), "--feedstock", str(feedstock),
                            "--cache", str(CACHE)], capture_output=True, text=True)
     assert done.returncode == 2
     assert "standins.yaml" in done.stderr and "libnvjpeg-dev" in done.stderr
+
+
+# --- linux-aarch64, cross-compiled on linux-64 as conda-forge.yml's build_platform has it built
+
+def test_the_aarch64_plugin_compiles_a_unit_for_thor_and_one_for_spark(aarch64_plugin: dict) -> None:
+    """110 (Jetson Thor), which no linux-64 job compiles, and 121 (DGX Spark), the list's newest, each
+    compile a sampled nvcc unit with the cross host compiler."""
+    compiled = {s["architecture"] for s in aarch64_plugin["sample"] if s["ok"] and s["machine"] == "EM_AARCH64"}
+    assert {"110", "121"} <= compiled, aarch64_plugin["sample"]
+
+
+def test_every_nvcc_command_of_the_aarch64_graph_names_the_cross_host_compiler(aarch64_plugin: dict) -> None:
+    """The graph carries nvcc's host compiler (build_ep_cuda.sh's CMAKE_CUDA_HOST_COMPILER), so no nvcc unit
+    depends on the activation's NVCC_PREPEND_FLAGS to compile for aarch64."""
+    graph = (Path(aarch64_plugin["workdir"]) / "graph.txt").read_text().splitlines()
+    nvcc = [c for c in graph if re.search(r"/bin/nvcc\s.*\s-c\s", c)]
+    assert nvcc and all(re.search(r"-ccbin=\S*/aarch64-conda-linux-gnu-c\+\+\s", c) for c in nvcc)
+
+
+def test_the_aarch64_plugin_graph_has_no_device_link_or_lto_step(aarch64_plugin: dict) -> None:
+    """The anchor's aarch64-only failures were nvcc's device link (`nvlink fatal: elfLink linker library load
+    error (target: sm_50)`, conda-forge/onnxruntime-feedstock da32832, 8430fb6) and LTO that hung (1c53bec).
+    The plugin's graph has neither step, so its architecture list need not drop anything for them."""
+    assert aarch64_plugin["graph_steps"] > 0
+    assert (aarch64_plugin["device_link_steps"], aarch64_plugin["lto_steps"]) == (0, 0)
+
+
+def test_the_aarch64_cpu_build_links_its_smallest_library_for_aarch64(aarch64_cpp: dict) -> None:
+    linked = [s for s in aarch64_cpp["sample"] if s["why"].startswith("the graph's smallest link")]
+    assert [(Path(s["object"]).name, s["ok"], s["machine"]) for s in linked] == \
+        [("libonnxruntime_providers_shared.so", True, "EM_AARCH64")]
+
+
+def test_the_aarch64_plugin_links_the_targets_cuda_libraries(aarch64_plugin: dict) -> None:
+    linked = re.findall(r"\S+/lib(?:cudart|cublas|cublasLt|cuda)\.so\b", aarch64_plugin["link_line"])
+    assert linked and all("/targets/sbsa-linux/" in path for path in linked), linked
+
+
+def test_thors_pre_cuda_13_name_in_the_aarch64_list_fails_the_aarch64_rehearsal(feedstock: Path) -> None:
+    """An aarch64-only setting broken in a copy of the feedstock: the linux-aarch64 CUDA 13 list names Thor
+    101, as CUDA 12 did, which nvcc 13 no longer knows. Only the linux-aarch64 rehearsal can see it."""
+    recipe = feedstock / "recipe" / "recipe.yaml"
+    text = recipe.read_text()
+    aarch64_list = re.search(rf'"[^"]*110-real[^"]*"\s+if cuda_compiler_version (?:== |in \[)"{re.escape(AARCH64_CUDA)}"'
+                             r'[^\n]*\n\s+and target_platform == "linux-aarch64"', text).group(0)
+    recipe.write_text(text.replace(aarch64_list, aarch64_list.replace("110-real", "101-real"), 1))
+    report, _ = rehearse(PLUGIN, feedstock, "--no-sample", platform=AARCH64)
+    assert not report["configure_ok"]
+    assert "101" in report["configure_error"]

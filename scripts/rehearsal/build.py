@@ -23,16 +23,25 @@ from pathlib import Path
 from typing import Any
 
 from ninja_graph import order_deps, target_compiles
-from rehearsal.prefixes import Prefixes, RehearsalError, lay_out
+from rehearsal.prefixes import BUILD_PLATFORM, Prefixes, RehearsalError, lay_out, tool_python
 from rehearsal.sources import Sources
 
-# The cmake/deps.txt entries each output's linux-64 configure takes (upstream's CMake at 1.30.0): what a
+# The cmake/deps.txt entries each output's configure takes on every platform (upstream's CMake at 1.30.0): what a
 # rehearsal without a mirror downloads, and checks, first. tests/test_rehearsal.py checks that they are
 # exactly the archives the configure took.
 _EVERY_BUILD = ("abseil_cpp", "date", "eigen", "flatbuffers", "json", "microsoft_gsl", "mp11", "onnx", "protobuf",
                 "pytorch_cpuinfo", "re2", "safeint")
 DEPENDENCIES = {"onnxruntime-ep-cuda": (*_EVERY_BUILD, "cudnn_frontend", "cutlass"),
                 "onnxruntime-cpp": (*_EVERY_BUILD, "googletest"), "onnxruntime": (*_EVERY_BUILD, "dlpack")}
+# what each platform's configure takes besides: every arm64 build turns KleidiAI on (recipe/cmake_common.sh)
+PLATFORM_DEPENDENCIES = {"linux-aarch64": ("kleidiai",)}
+
+
+def dependencies(output: str, platform: str = BUILD_PLATFORM) -> tuple[str, ...]:
+    """The deps.txt entries the output's configure takes on the platform. A cross build fetches no
+    test-only ones: its unit tests would have to run on the build machine (build_cpp.sh turns them off)."""
+    taken = (*DEPENDENCIES[output], *PLATFORM_DEPENDENCIES.get(platform, ()))
+    return taken if platform == BUILD_PLATFORM else tuple(d for d in taken if d not in TEST_ONLY_DEPENDENCIES)
 # How ORT's own sources include each dependency its CMake fetches: an object that includes one needs it
 DEPENDENCY_INCLUDES = {
     "abseil_cpp": r"absl/", "protobuf": r"google/protobuf/", "onnx": r"onnx/", "re2": r"re2/",
@@ -45,6 +54,9 @@ DEPENDENCY_INCLUDES = {
 TEST_ONLY_DEPENDENCIES = {"googletest"}
 UNUSED_VARIABLES = re.compile(r"Manually-specified variables were not used by the project:\n\n((?:    \S+\n)+)")
 GENCODE = re.compile(r"--generate-code=(\S+)")
+# nvcc's device link (nvlink: -dlink, relocatable device code) and link-time optimisation (-dlto, -flto)
+DEVICE_LINK = re.compile(r"(\s-dlink\b|--device-link|-rdc=true|--relocatable-device-code=true|nvlink)")
+LTO = re.compile(r"\s(-dlto|-flto\S*|--lto\S*|-gen-opt-lto)\b")
 
 
 @dataclass
@@ -55,6 +67,8 @@ class Sampled:
     seconds: float = 0.0
     ok: bool = False
     error: str = ""
+    architecture: str = ""  # an nvcc unit's one GPU architecture (empty: the list's first)
+    machine: str = ""  # the ELF machine of what it made, as the recipe's audit reads it
 
 
 @dataclass
@@ -83,45 +97,46 @@ class Report:
     patched_sources: list[str] = field(default_factory=list)
     # include folders of the graph's compiles that hold a header named like one of the C library's
     shadowing_include_dirs: list[str] = field(default_factory=list)
+    target_platform: str = BUILD_PLATFORM
+    # what the recipe's audit (check_plugin_binary.py --objects) said of the sample's objects and link
+    audit: list[str] = field(default_factory=list)
+    audit_ok: bool = False
+    # the graph's device-link (nvlink) and link-time-optimisation steps, which the anchor's aarch64 builds hit
+    device_link_steps: int = 0
+    lto_steps: int = 0
 
 
 def _environment(report: Report, prefixes: Prefixes, rendered: dict[str, Any], src: Path, recipe_dir: Path,
-                 cmake_args: list[str]) -> dict[str, str]:
+                 cmake_args: list[str], target_platform: str) -> dict[str, str]:
+    """rattler-build's script environment, with the compilers' activation (CC, CFLAGS, ...) from the stand-ins."""
     host, build = prefixes.host, prefixes.build
     env = {
         "PATH": f"{build / 'bin'}:{host / 'bin'}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
         "LANG": "C.UTF-8", "SRC_DIR": str(src), "RECIPE_DIR": str(recipe_dir), "PREFIX": str(host),
         "BUILD_PREFIX": str(build), "PKG_NAME": report.output,
         "PKG_VERSION": str(rendered["package"]["version"]), "PKG_BUILDNUM": str(rendered["build"]["number"]),
-        "CPU_COUNT": str(os.cpu_count() or 1), "target_platform": "linux-64", "build_platform": "linux-64",
-        # conda-forge's linux-64 gcc activation flags (conda-forge/ctng-compiler-activation-feedstock
-        # recipe/conda_build_config.yaml @ b5e6108, FINAL_*FLAGS; its -std=c++17 left out, as CMake passes
-        # the standard), with the prefix paths its activation script adds
-        "CFLAGS": f"-march=nocona -mtune=haswell -ftree-vectorize -fPIC -fstack-protector-strong -fno-plt -O2 -ffunction-sections -pipe -isystem {host}/include",
-        "CXXFLAGS": f"-fvisibility-inlines-hidden -fmessage-length=0 -march=nocona -mtune=haswell -ftree-vectorize -fPIC -fstack-protector-strong -fno-plt -O2 -ffunction-sections -pipe -isystem {host}/include",
-        "LDFLAGS": f"-Wl,-O2 -Wl,--sort-common -Wl,--as-needed -Wl,-z,relro -Wl,-z,now -Wl,--disable-new-dtags -Wl,--gc-sections -Wl,--allow-shlib-undefined -Wl,-rpath,{host}/lib -Wl,-rpath-link,{host}/lib -L{host}/lib",
-        "CMAKE_ARGS": " ".join(cmake_args),
+        "CPU_COUNT": str(os.cpu_count() or 1), "target_platform": target_platform, "build_platform": BUILD_PLATFORM,
     }
     if (host / "bin" / "python").exists():
         env["PYTHON"] = str(host / "bin" / "python")
         site = next((host / "lib").glob("python3*/site-packages"))
         env["SP_DIR"] = str(site)
     env.update(prefixes.env)
+    env["CMAKE_ARGS"] = " ".join(cmake_args)
     env.update({k: str(v) for k, v in (rendered["build"].get("script", {}).get("env") or {}).items()})
     return env
 
 
 def _cmake_args(prefixes: Prefixes, sources: Sources) -> list[str]:
-    """conda-forge's CMAKE_ARGS, plus ORT's offline mirror of the archives its CMake fetches."""
+    """conda-forge's CMAKE_ARGS (the compilers' activation adds its own: standins.yaml), plus ORT's
+    offline mirror of the archives its CMake fetches."""
     host, build = prefixes.host, prefixes.build
     return [
         "-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_INSTALL_PREFIX={host}", "-DCMAKE_INSTALL_LIBDIR=lib",
         f"-DCMAKE_PROGRAM_PATH={build}/bin;{host}/bin",
         # SHA1 checks and ORT's patch steps run as they would on a download
         f"-Donnxruntime_CMAKE_DEPS_MIRROR_DIR={sources.deps_mirror}",
-        # conda-forge's CMAKE_ARGS root CMake's package search in PREFIX (and the sysroot, whose stand-in
-        # has no CMake packages): a dependency ORT would take from the host comes from there or is fetched
-        f"-DCMAKE_FIND_ROOT_PATH={host}", "-DCMAKE_FIND_ROOT_PATH_MODE_PACKAGE=ONLY",
+        *prefixes.cmake_args,
     ]
 
 
@@ -143,9 +158,11 @@ def _includes(source: Path, pattern: str) -> bool:
     return re.search(rf'#\s*include\s*[<"]{pattern}', text) is not None
 
 
-def choose_sample(output: str, src: Path, compiles: list[dict[str, str]]) -> list[Sampled]:
+def choose_sample(output: str, src: Path, compiles: list[dict[str, str]], architectures: list[str] = (),
+                  newest: str = "") -> list[Sampled]:
     """The fewest of ORT's own objects that between them include every dependency (CPU outputs), or a
-    CUDA-header host file, one plain `.cu` and one CUTLASS `.cu` (the plugin)."""
+    CUDA-header host file, one plain `.cu` at the list's first architecture and at each of
+    `architectures`, and one CUTLASS `.cu` at the list's `newest` architecture (the plugin)."""
     # ORT's own library sources (not its tests), smallest first: the cheapest compile that shows it
     own = sorted((e for e in compiles if Path(e["file"]).resolve().is_relative_to(src / "onnxruntime")
                   and "/test/" not in e["file"]), key=lambda e: Path(e["file"]).stat().st_size)
@@ -162,6 +179,11 @@ def choose_sample(output: str, src: Path, compiles: list[dict[str, str]]) -> lis
             if entry is None:
                 raise RehearsalError(f"the plugin's graph has no object of the kind `{why}`")
             chosen.append(Sampled(entry["output"], entry["file"], why))
+        plain, cutlass = chosen[1], chosen[2]
+        if newest:
+            cutlass.why, cutlass.architecture = f"a CUTLASS-based .cu at {newest}, the list's newest", newest
+        chosen += [Sampled(plain.object, plain.source, f"the .cu at {a}, which only this platform's list has", architecture=a)
+                   for a in architectures]
         return chosen
     # the core objects are the C++ library's too: what only the Python build adds is its bindings
     python_only = {"dlpack", "pybind11"}
@@ -180,28 +202,34 @@ def choose_sample(output: str, src: Path, compiles: list[dict[str, str]]) -> lis
     return chosen
 
 
-def _one_architecture(command: str) -> list[str]:
-    """The nvcc command with only its first --generate-code kept."""
+def _one_architecture(command: str, architecture: str = "") -> list[str]:
+    """The nvcc command with only one --generate-code kept: the SASS one of `architecture` (ORT may have
+    made it arch-specific, 110 -> sm_110a), or the first."""
     words, kept = shlex.split(command), False
+    wanted = re.compile(rf"code=\[?sm_{architecture}a?\]?$") if architecture else None
     result = []
     for word in words:
         if word.startswith("--generate-code="):
-            if kept:
+            if kept or (wanted is not None and not wanted.search(word)):
                 continue
             kept = True
         result.append(word)
+    if not kept:
+        raise RehearsalError(f"the nvcc command compiles no SASS for {architecture}: {command[:200]}")
     return result
 
 
-def compile_sample(build: Path, sample: list[Sampled], compiles: list[dict[str, str]], log: Path) -> None:
-    """Host objects by ninja itself, all at once; each .cu by its own nvcc command at one architecture."""
+def compile_sample(build: Path, sample: list[Sampled], compiles: list[dict[str, str]], log: Path,
+                   env: dict[str, str]) -> None:
+    """Host objects by ninja itself, all at once; each .cu by its own nvcc command at one architecture. In
+    the build script's environment: nvcc takes its host compiler from the activation's NVCC_PREPEND_FLAGS."""
     by_output = {e["output"]: e for e in compiles}
     with log.open("a") as out:
         host = [item for item in sample if not item.source.endswith(".cu")]
         if host:
             start = time.monotonic()
             done = subprocess.run(["ninja", "-C", str(build), "-k", "0", *(i.object for i in host)],
-                                  capture_output=True, text=True)
+                                  capture_output=True, text=True, env=env)
             out.write(done.stdout + done.stderr)
             seconds = round(time.monotonic() - start, 1)
             for item in host:
@@ -217,19 +245,78 @@ def compile_sample(build: Path, sample: list[Sampled], compiles: list[dict[str, 
             start = time.monotonic()
             entry = by_output[item.object]
             deps = order_deps(build, item.object)
-            first = subprocess.run(["ninja", "-C", str(build), *deps], stdout=out, stderr=subprocess.STDOUT) if deps else None
+            first = subprocess.run(["ninja", "-C", str(build), *deps], stdout=out, stderr=subprocess.STDOUT,
+                                   env=env) if deps else None
             if first is not None and first.returncode != 0:
                 item.error = f"its prerequisites failed to build (see {log.name})"
             else:
-                command = _one_architecture(entry["command"])
+                try:
+                    command = _one_architecture(entry["command"], item.architecture)
+                except RehearsalError as error:
+                    item.error = str(error)
+                    continue
                 out.write(f"\n$ {shlex.join(command)}\n")
                 out.flush()
-                done = subprocess.run(command, cwd=entry["directory"], capture_output=True, text=True)
+                done = subprocess.run(command, cwd=entry["directory"], capture_output=True, text=True, env=env)
                 out.write(done.stdout + done.stderr)
                 item.ok = done.returncode == 0
                 errors = [line for line in (done.stdout + done.stderr).splitlines() if "error" in line]
                 item.error = "" if item.ok else (errors[0] if errors else f"exit {done.returncode}")
             item.seconds = round(time.monotonic() - start, 1)
+
+
+# the most objects and static libraries a link of the sample may need: the graph's smallest shared library
+# or program, if it is small
+SMALL_LINK_OBJECTS = 8
+
+
+def small_link(commands: list[str]) -> str:
+    """The output of the graph's link (shared library or program) that takes the fewest objects and static
+    libraries, if at most SMALL_LINK_OBJECTS; empty when there is none."""
+    links = []
+    for command in commands:
+        words = command.split()
+        if "-o" not in words or " -c " in command or not any(w.endswith(".o") for w in words):
+            continue
+        if any(w in ("ar", "qc") or w.endswith("/ar") or w.endswith("-ar") for w in words):
+            continue
+        # objects and the static libraries it links: each library needs its own objects built
+        inputs = [w for w in words if w.endswith((".o", ".a"))]
+        links.append((len(inputs), words[words.index("-o") + 1]))
+    small = sorted(link for link in links if link[0] <= SMALL_LINK_OBJECTS)
+    return small[0][1] if small else ""
+
+
+def link_sample(build: Path, output: str, log: Path, env: dict[str, str]) -> Sampled:
+    """`output` linked by ninja, with the objects it needs compiled first."""
+    item = Sampled(output, "", "the graph's smallest link: its objects compiled and linked")
+    start = time.monotonic()
+    with log.open("a") as out:
+        done = subprocess.run(["ninja", "-C", str(build), output], capture_output=True, text=True, env=env)
+        out.write(done.stdout + done.stderr)
+    item.seconds = round(time.monotonic() - start, 1)
+    item.ok = done.returncode == 0 and (build / output).exists()
+    if not item.ok:
+        errors = [line for line in (done.stdout + done.stderr).splitlines() if "error" in line]
+        item.error = errors[0] if errors else f"ninja exit {done.returncode}"
+    return item
+
+
+def audit_sample(build: Path, sample: list[Sampled], target_platform: str, recipe_dir: Path,
+                 auditor: Path) -> tuple[list[str], bool]:
+    """The recipe's own audit (check_plugin_binary.py, with the pyelftools and pefile its test installs)
+    of what the sample made: each object and the linked file is for the target platform's machine."""
+    made = [build / item.object for item in sample if item.ok]
+    if not made:
+        return ["nothing was made to audit"], False
+    done = subprocess.run([str(auditor), str(recipe_dir / "check_plugin_binary.py"), "--objects",
+                           "--target-platform", target_platform, *map(str, made)],
+                          capture_output=True, text=True)
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    machines = dict(re.findall(r"^(?:ok|FAIL \[target-machine\]) (\S+): (EM_\w+|IMAGE_FILE_MACHINE_\w+|\S+)", "\n".join(lines), re.MULTILINE))
+    for item in sample:
+        item.machine = machines.get(str(build / item.object), item.machine)
+    return lines, done.returncode == 0
 
 
 def check_licences(license_files: list[str], src: Path, build_dir: str,
@@ -281,8 +368,12 @@ def plugin_link_line(build: Path, commands: list[str]) -> str:
 
 def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], recipe_dir: Path, sources: Sources,
              workdir: Path, cache: Path, without_file: set[str], sample: bool = True,
-             not_rehearsed: list[str] = ()) -> Report:
-    report = Report(output, variant, str(workdir), sources.origin, not_rehearsed=list(not_rehearsed))
+             not_rehearsed: list[str] = (), architectures: list[str] = (), newest: str = "") -> Report:
+    """`architectures`: the plugin's GPU architectures its sample compiles a unit at besides the list's
+    first; `newest`: the list's newest, which its CUTLASS unit is compiled at."""
+    target_platform = variant.get("target_platform", BUILD_PLATFORM)
+    report = Report(output, variant, str(workdir), sources.origin, not_rehearsed=list(not_rehearsed),
+                    target_platform=target_platform)
     workdir.mkdir(parents=True, exist_ok=True)
     src = workdir / "src"
     shutil.rmtree(src, ignore_errors=True)
@@ -297,7 +388,7 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
     report.patched_sources = sorted(patched)
     requirements = {k: [str(s) for s in v] for k, v in rendered["requirements"].items() if k in ("build", "host")}
     cuda = variant.get("cuda_compiler_version")
-    prefixes = lay_out(requirements, None if cuda in (None, "None") else cuda, workdir, cache)
+    prefixes = lay_out(requirements, None if cuda in (None, "None") else cuda, workdir, cache, target_platform)
     report.standins, report.standin_notes = prefixes.laid_out, prefixes.notes
     script = rendered["build"]["script"]
     build_dir = str(script["env"]["ORT_BUILD_DIR"])
@@ -305,7 +396,7 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
     if output == "onnxruntime-ep-cuda":
         if sources.trees is not None:
             _place_trees(sources.trees, src, build_dir, cmake_args)
-    env = _environment(report, prefixes, rendered, src, recipe_dir, cmake_args)
+    env = _environment(report, prefixes, rendered, src, recipe_dir, cmake_args, target_platform)
     log = workdir / "configure.log"
     targets = workdir / "build_targets.txt"
     targets.unlink(missing_ok=True)
@@ -338,11 +429,18 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
         report.nvcc_sass, report.nvcc_ptx = nvcc_targets(commands)
         report.shadowing_include_dirs = shadowing_include_dirs(compiles)
         report.link_line = plugin_link_line(build, commands)
+        report.device_link_steps = sum(1 for c in commands if DEVICE_LINK.search(c))
+        report.lto_steps = sum(1 for c in commands if LTO.search(c))
         if sample:
-            report.sample = choose_sample(output, src.resolve(), compiles)
+            report.sample = choose_sample(output, src.resolve(), compiles, list(architectures), newest)
             report.sample += [Sampled(e["output"], e["file"], f"changed by {patched[e['file']]}")
                               for e in compiles if e["file"] in patched]
-            compile_sample(build, report.sample, compiles, workdir / "sample.log")
+            compile_sample(build, report.sample, compiles, workdir / "sample.log", env)
+            linked = small_link(commands)
+            if linked:
+                report.sample.append(link_sample(build, linked, workdir / "sample.log", env))
+            auditor = tool_python(["pyelftools", "pefile"], cache)
+            report.audit, report.audit_ok = audit_sample(build, report.sample, target_platform, recipe_dir, auditor)
     (workdir / "report.json").write_text(json.dumps(asdict(report), indent=1) + "\n")
     (workdir / "report.txt").write_text(summary(report))
     return report
@@ -359,9 +457,15 @@ def summary(report: Report) -> str:
     lines.append(f"include folders shadowing the C library's headers: {', '.join(report.shadowing_include_dirs) or 'none'}")
     if report.nvcc_sass or report.nvcc_ptx:
         lines.append(f"nvcc SASS: {' '.join(report.nvcc_sass)}; PTX: {' '.join(report.nvcc_ptx) or 'none'}")
-    lines.append("SAMPLED, NOT BUILT: these objects of the graph were compiled; the rest were not:")
+    if report.nvcc_sass:
+        lines.append(f"nvcc device-link (nvlink) steps: {report.device_link_steps}; LTO steps: {report.lto_steps}")
+    lines.append(f"SAMPLED, NOT BUILT ({report.target_platform}): these objects of the graph were compiled; the rest were not:")
     for item in report.sample:
-        lines.append(f"  {'ok' if item.ok else 'FAILED'} {item.seconds} s {item.object} ({item.why}) {item.error}")
+        at = f" at {item.architecture}" if item.architecture else ""
+        lines.append(f"  {'ok' if item.ok else 'FAILED'} {item.seconds} s {item.object}{at} ({item.why}) {item.machine} {item.error}".rstrip())
+    lines.append(f"audit of the sample (recipe/check_plugin_binary.py --objects --target-platform {report.target_platform}): "
+                 f"{'ok' if report.audit_ok else 'FAILED'}")
+    lines += [f"  {line}" for line in report.audit if not line.startswith("ok ")]
     lines += [f"stand-in: {note}" for note in report.standin_notes]
     lines += [f"not rehearsed: {item}" for item in report.not_rehearsed]
     return "\n".join(lines) + "\n"

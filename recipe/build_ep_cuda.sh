@@ -98,7 +98,7 @@ plugin_cmake_args=(
     -DCMAKE_CUDA_COMPILER="${BUILD_PREFIX}/bin/nvcc"
     # nvcc's host compiler in every nvcc command of the graph, not only in the activation's
     # NVCC_PREPEND_FLAGS: without it, an nvcc run outside that environment compiled for the build
-    # machine's targets/x86_64-linux (the linux-aarch64 rehearsal's first nvcc units, issue #29)
+    # machine's targets/x86_64-linux (seen in the linux-aarch64 rehearsal's first nvcc units)
     -DCMAKE_CUDA_HOST_COMPILER="${CXX}"
     # once CUDA is enabled, FindCUDAToolkit locates the toolkit from nvcc (in BUILD_PREFIX) and ignores
     # CUDAToolkit_ROOT; the library headers are in the host prefix

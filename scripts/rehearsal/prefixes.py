@@ -33,14 +33,16 @@ class Platform:
     triplet: str  # Debian's multiarch folder (usr/lib/<this>)
     debian_arch: str
     machine: str  # how a wheel's platform tag ends
-    # pip's --platform for its wheels; empty: this machine's own. conda-forge's CUDA 13 jobs build against
-    # glibc 2.28 (c_stdlib_version), so a target's wheels may need up to manylinux_2_28
-    wheel_platform: str
+    # pip's --platform values for its wheels; none: this machine's own. conda-forge's CUDA 13 jobs build
+    # against glibc 2.28 (c_stdlib_version), so a target's wheels may need up to manylinux_2_28; each older
+    # tag is named too, as this machine's pip takes a wheel of exactly the tags given
+    wheel_platforms: tuple[str, ...]
 
 
 PLATFORMS = {
-    "linux-64": Platform("x86_64-linux", "x86_64-linux-gnu", "amd64", "x86_64", ""),
-    "linux-aarch64": Platform("sbsa-linux", "aarch64-linux-gnu", "arm64", "aarch64", "manylinux_2_28_aarch64"),
+    "linux-64": Platform("x86_64-linux", "x86_64-linux-gnu", "amd64", "x86_64", ()),
+    "linux-aarch64": Platform("sbsa-linux", "aarch64-linux-gnu", "arm64", "aarch64",
+                              ("manylinux_2_28_aarch64", "manylinux_2_17_aarch64")),
 }
 BUILD_PLATFORM = "linux-64"
 # wheels of headers alone, the same on every platform: the build machine's serves every target (the
@@ -90,7 +92,7 @@ def _pip_download(requirements: list[str], cache: Path, platform: Platform) -> l
 
         found = matching()
         if not found:
-            wanted = ["--platform", platform.wheel_platform] if platform.wheel_platform else []
+            wanted = [argument for tag in platform.wheel_platforms for argument in ("--platform", tag)]
             _run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
                   "--no-deps", "--only-binary=:all:", *wanted, "-d", str(folder), requirement])
             found = matching()

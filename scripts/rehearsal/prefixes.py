@@ -42,7 +42,7 @@ class Platform:
 PLATFORMS = {
     "linux-64": Platform("x86_64-linux", "x86_64-linux-gnu", "amd64", "x86_64", ()),
     "linux-aarch64": Platform("sbsa-linux", "aarch64-linux-gnu", "arm64", "aarch64",
-                              ("manylinux_2_28_aarch64", "manylinux_2_17_aarch64")),
+                              tuple(f"manylinux_2_{glibc}_aarch64" for glibc in range(28, 16, -1))),
 }
 BUILD_PLATFORM = "linux-64"
 # wheels of headers alone, the same on every platform: the build machine's serves every target (the

@@ -141,7 +141,8 @@ def ort_keeps(architectures: tuple[str, ...], cuda_configuration: Path, cmake: s
     """None when ONNX Runtime's CMake (`cuda_configuration`, its cmake/external/cuda_configuration.cmake) keeps
     the list as the config means it, every SASS target and the PTX one in order; otherwise what it does."""
     script = scratch / "ort_cuda_architectures.cmake"
-    script.write_text(_ORT_SCRIPT)
+    if not script.is_file():  # one script for every list checked in `scratch`
+        script.write_text(_ORT_SCRIPT)
     done = subprocess.run([cmake, f"-DORT_CUDA_CONFIGURATION={cuda_configuration}",
                            f"-DCMAKE_CUDA_ARCHITECTURES={ort_cuda_architectures(architectures)}", "-P", str(script)],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)

@@ -1,6 +1,6 @@
 """The GPU run's pieces that run here: scripts/device/pack.py's bundles, run.sh's staging, argument
 handling and time-limited steps, and checks.py's report. The build and the GPU steps run only on the
-GPU machine (README.md, "Building and testing the plugin on a GPU")."""
+GPU machine (README.md, "Building the plugin package on a GPU")."""
 
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ DEVICE = REPO / "scripts" / "device"
 sys.path.insert(0, str(DEVICE))
 import checks  # noqa: E402
 import pack  # noqa: E402
+import package  # noqa: E402
+from rattler_render import render  # noqa: E402
+from support.yaml_files import read_yaml  # noqa: E402
 from rehearsal.sources import mirror_folder  # noqa: E402
 
 
@@ -78,11 +81,15 @@ def test_every_input_the_plan_names_is_in_exactly_one_bundle(bundles: Path) -> N
 
 
 @pytest.mark.network
-def test_the_plan_tests_the_floor_the_source_and_the_newest_core(bundles: Path) -> None:
+def test_the_plan_carries_the_floor_and_the_newest_core_and_the_tools_for_rattler_build(bundles: Path) -> None:
     plan = json.loads((bundles / "bundle-1" / "plan.json").read_text())
-    assert plan["cores"] == {"floor": FLOOR_CORE_VERSION, "source": plan["version"], "newest": pack.NEWEST_CORE}
-    wheels = {name.split("-")[1] for name in plan["test_inputs"] if name.startswith("wheels/onnxruntime-")}
-    assert wheels == set(plan["cores"].values())
+    assert plan["cores"] == {"floor": FLOOR_CORE_VERSION, "newest": pack.NEWEST_CORE}
+    wheels = [name.removeprefix("wheels/") for name in plan["build_inputs"] if name.startswith("wheels/")]
+    assert {w.split("-")[1] for w in wheels if w.startswith("onnxruntime-")} == set(plan["cores"].values())
+    # the same versions as this machine's tests use, under the wheel's file name (dashes become underscores)
+    for tool in pack.TOOLS:
+        name, version = tool.split("==")
+        assert any(w.startswith(f"{name.replace('-', '_')}-{version}-") for w in wheels), (tool, wheels)
 
 
 @pytest.mark.network
@@ -105,7 +112,7 @@ def test_a_cost_run_carries_the_build_inputs_alone_and_keeps_the_recipes_setting
                             timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     plan = json.loads((tmp_path / "bundle-1" / "plan.json").read_text())
-    assert (plan["purpose"], plan["overrides"], plan["test_inputs"]) == ("cost", {"env": {}, "cmake_args": []}, [])
+    assert (plan["purpose"], plan["overrides"], plan["test_inputs"]) == ("cost", {"context": [], "env": [], "cmake": []}, [])
     assert plan["script_env"]["CUDA_ARCHITECTURES"] == pack.build_plan(REPO)["script_env"]["CUDA_ARCHITECTURES"]
     carried = [name for files in bundle_files(tmp_path).values() for name in files if name != "plan.json"]
     assert sorted(carried) == sorted(plan["build_inputs"])
@@ -134,6 +141,36 @@ def test_a_file_larger_than_one_transfer_is_refused_by_name(tmp_path: Path) -> N
     big.write_bytes(b"x" * 11)
     with pytest.raises(pack.PackError, match="big.whl: 11 bytes, more than one call carries"):
         pack.bundles({}, {"wheels/big.whl": big}, limit=10)
+
+
+def test_the_device_copy_of_the_recipe_carries_each_override_and_renders_for_the_machines_cuda(tmp_path: Path) -> None:
+    """package.py builds from a copy of the recipe with the plan's overrides put in: rattler-build renders the
+    plugin from it for the machine's CUDA (13.0, which the committed recipe skips), with each override in
+    place, the source from the machine's tree, and each CMake override in the toolchain file its env names."""
+    plan = pack.build_plan(REPO) | {"device_cuda": "13.0"}
+    src, mirror = tmp_path / "src", tmp_path / "mirror"
+    recipe_dir, diff = package.device_recipe(plan, tmp_path, src, mirror, configure_only=False)
+    job = package.job_file()
+    lists = read_yaml(job) | {"cuda_compiler_version": ["13.0"], "python": ["3.12.* *_cpython"]}
+    for key in ("channel_sources", "channel_targets"):
+        lists.pop(key)
+    rendered = {r.name: r.recipe for r in render(recipe_dir / "recipe.yaml", lists, "linux-64", "linux-64")}
+    plugin = rendered[package.PLUGIN]
+    assert not any(r.name == package.PLUGIN for r in render(REPO / "recipe" / "recipe.yaml", lists, "linux-64", "linux-64"))
+    env = plugin["build"]["script"]["env"]
+    overrides = pack.DEVICE_OVERRIDES
+    context = dict((name, value) for name, value, _ in overrides["context"])
+    assert env["CUDA_ARCHITECTURES"] == context["cuda_architectures"]
+    assert f"__cuda_arch >={context['cuda_arch_floor']}" in plugin["requirements"]["run_constraints"]
+    for name, value, _ in overrides["env"]:
+        assert env[name] == value and f"+        {name}: '{value}'" in diff
+    assert plugin["source"][0]["path"] == str(src)
+    toolchain = Path(env["CMAKE_TOOLCHAIN_FILE"]).read_text()
+    for name, value, _ in overrides["cmake"]:
+        assert f'set({name} "{value}" CACHE STRING "" FORCE)' in toolchain
+    assert str(mirror) in toolchain
+    # everything else is the committed recipe's: the other outputs render as they do from it
+    assert {r.name for r in render(REPO / "recipe" / "recipe.yaml", lists, "linux-64", "linux-64")} == set(rendered) - {package.PLUGIN}
 
 
 def test_staging_copies_a_bundle_and_start_needs_the_plan(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ named in `carry`. The sources, from a mirror folder laid out as scripts/rehearsa
 split into DEST/bundle-N folders of at most BUNDLE_LIMIT bytes each, the build's inputs first, so the
 build can start once the bundles holding them are staged. DEST/bundle-1/plan.json says what the run
 builds and tests and which settings differ from conda-forge's build (`DEVICE_OVERRIDES`); run.sh on
-the GPU machine reads it. README.md ("Building and testing the plugin on a GPU") gives the calls. With
+the GPU machine reads it. README.md ("Building the plugin package on a GPU") gives the calls. With
 --cost it plans a cost run instead (README.md, "What a release costs"): the build's inputs alone, and no
 overrides.
 Exit 0 when the bundles are written, 2 when an input is missing.
@@ -18,6 +18,7 @@ Exit 0 when the bundles are written, 2 when an input is missing.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import shutil
@@ -34,7 +35,7 @@ bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt")
 
 from feedstock.ci_support import load_jobs, newest_cuda  # noqa: E402
 from rehearse import evaluate  # noqa: E402
-from rehearsal.prefixes import RehearsalError  # noqa: E402
+from rehearsal.prefixes import RehearsalError, load_standins  # noqa: E402
 from rehearsal.sources import TREES, mirror_folder  # noqa: E402
 
 MIB = 1024 * 1024
@@ -46,31 +47,38 @@ BUNDLE_LIMIT = CALL_LIMIT - CHECKOUT_ALLOWANCE
 # it builds the newest linux-64 CUDA job's recipe: a CUDA 13 job's list is what CUDA 13.0's nvcc compiles too.
 WHEEL_TAGS = ["--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
               "--platform", "manylinux_2_27_x86_64", "--platform", "manylinux_2_17_x86_64"]
-# What check_plugin_binary.py imports, and the onnx the tests build their models with: the version
-# ONNX Runtime 1.30.0 vendors (cmake/deps.txt). The image's onnx 1.23 writes IR version 14, which the
-# 1.24.4 and 1.30.0 cores refuse ("max supported IR version: 13", GPU run of 2026-12-01). The image
-# has numpy, torch and pytest.
-TEST_TOOLS = ["pyelftools==0.33", "pefile==2024.8.26", "onnx==1.22.0"]
+# What the run installs from PyPI: rattler-build and rattler (py-rattler-build, py-rattler), the CMake the
+# recipe asks for (below 4), and what the stand-in channel makes packages of besides the image's own
+# packages: the cores to test and check_plugin_binary.py's readers
+TOOLS = [*(f"{name}=={importlib.metadata.version(name)}" for name in
+           # the versions this machine's own scripts and tests run (tests/requirements.txt, and what pydantic needs)
+           ("py-rattler-build", "py-rattler", "pydantic", "pydantic-core", "annotated-types", "typing-inspection")),
+         # and the stand-in channel's versions of these (scripts/rehearsal/standins.yaml)
+         *(f"{name}=={load_standins()[name]['conda']['version']}" for name in ("cmake", "pyelftools", "pefile"))]
 # protoc 3.21 for the build machine (conda-forge's libprotobuf 3.21) and zstd, which the image lacks.
 DEBIAN_PACKAGES = ["protobuf-compiler", "libprotoc32", "libprotobuf32", "zstd"]
 
-# Every setting in which the GPU machine's build differs from conda-forge's, with its reason. run.sh
-# applies them on top of the recipe's own script environment and prints them in its report.
+# Every setting in which the GPU machine's build differs from conda-forge's, with its reason: values of the
+# recipe's context, script variables of the plugin's output, and CMake cache settings (package.py puts them
+# in the device's copy of the recipe and prints the difference).
 DEVICE_OVERRIDES = {
-    "env": {
-        "CUDA_ARCHITECTURES": [
-            "80-real;80-virtual",
-            "one SASS target plus compute_80 PTX, which the H200 compiles at load time: with any SM90 "
-            "target ORT compiles its SM90 TMA MoE GEMM units (48 CUTLASS 3 kernels each) for real"],
-        "CUDA_BUILD_JOBS": ["16", "the machine's 16 cores"],
-        "NVCC_GB_PER_THREAD": [
-            "1", "the machine's memory reads low at first and grows as it is used; 16 jobs fit its 128 GB"],
-    },
-    "cmake_args": [
-        ["-Donnxruntime_QUICK_BUILD=ON", "flash attention for head size 128 only (upstream's developer switch)"],
-        ["-Donnxruntime_USE_FP4_QMOE=OFF", "no FP4 MoE GEMM units (320 of the graph's nvcc units)"],
-        ["-Donnxruntime_USE_FPA_INTB_GEMM=OFF", "no fpA_intB GEMM kernels"],
-        ["-Donnxruntime_USE_FP8_KV_CACHE=OFF", "no FP8 KV-cache variants of the XQA kernels"],
+    "context": [
+        ["cuda_architectures", "75-real;75-virtual",
+         "the list's oldest entry alone, plus its PTX, which the H200 compiles at load time: the kernels that "
+         "need SM80 or newer (the MoE GEMMs, flash attention) build as empty stubs, which takes the MoE kernels "
+         "from 377 to 20 s of cicc a unit (docs/build-cost/), and no SM90 TMA units are built"],
+        ["cuda_arch_floor", "7.5", "that list's oldest SASS, as in the recipe"],
+    ],
+    "env": [
+        ["CUDA_BUILD_JOBS", "16", "the machine's 16 cores"],
+        ["NVCC_GB_PER_THREAD", "1",
+         "the machine's memory reads low at first and grows as it is used; 16 jobs fit its 128 GB"],
+    ],
+    "cmake": [
+        ["onnxruntime_QUICK_BUILD", "ON", "flash attention for head size 128 only (upstream's developer switch)"],
+        ["onnxruntime_USE_FPA_INTB_GEMM", "OFF", "no fpA_intB GEMM kernels"],
+        ["onnxruntime_USE_FP8_KV_CACHE", "OFF", "no FP8 KV-cache variants of the XQA kernels"],
+        ["onnxruntime_USE_MEMORY_EFFICIENT_ATTENTION", "OFF", "no CUTLASS memory-efficient attention kernels"],
     ],
 }
 
@@ -100,9 +108,9 @@ def build_plan(feedstock: Path, cost: bool = False) -> dict:
         "cuda": cuda,
         "script_env": recipe["build"]["script"]["env"],
         "patches": [str(p) for p in recipe["source"][0].get("patches", [])],
-        "cores": {"floor": floor, "source": version, "newest": NEWEST_CORE},
-        "purpose": "cost" if cost else "test",
-        "overrides": {"env": {}, "cmake_args": []} if cost else DEVICE_OVERRIDES,
+        "cores": {"floor": floor, "newest": NEWEST_CORE},
+        "purpose": "cost" if cost else "package",
+        "overrides": {"context": [], "env": [], "cmake": []} if cost else DEVICE_OVERRIDES,
     }
 
 
@@ -132,12 +140,12 @@ def gather(upstream: Path, plan: dict, scratch: Path) -> tuple[dict[str, Path], 
     if plan["purpose"] == "cost":
         return build, {}
     wheels = scratch / "wheels"
-    cores = [f"onnxruntime=={v}" for v in sorted(set(plan["cores"].values()))]
-    for requirement in [*cores, *TEST_TOOLS]:  # one at a time: pip refuses two versions of one project
+    cores = [f"onnxruntime=={plan['cores'][which]}" for which in ("floor", "newest")]
+    for requirement in [*cores, *TOOLS]:  # one at a time: pip refuses two versions of one project
         _run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
               "--only-binary=:all:", *WHEEL_TAGS, "-d", str(wheels), requirement], scratch)
-    tests = {f"wheels/{p.name}": p for p in sorted(wheels.glob("*.whl"))}
-    return build, tests
+    # the stand-in channel is made before the build, of these too
+    return build | {f"wheels/{p.name}": p for p in sorted(wheels.glob("*.whl"))}, {}
 
 
 def bundles(build: dict[str, Path], tests: dict[str, Path], limit: int) -> list[dict[str, Path]]:

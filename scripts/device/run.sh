@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# The plugin built by the recipe's build_ep_cuda.sh and tested on a GPU, on a machine with 16 cores, an
-# NVIDIA GPU, the CUDA 13.0 toolkit in /usr/local/cuda-13.0, Python 3.12 with torch, onnx, pytest,
-# pytest-xdist and pytest-timeout, and no network. Its inputs come in the bundles scripts/device/pack.py
-# writes, one per call:
+# The plugin package on a GPU, on a machine with 16 cores, an NVIDIA GPU, the CUDA 13.0 toolkit in
+# /usr/local/cuda-13.0, Python 3.12 with numpy, onnx, torch and cuDNN's wheel, and no network. Its inputs
+# come in the bundles scripts/device/pack.py writes, one per call:
 #   run.sh stage BUNDLE   copy a carried bundle into the machine's staging folder
-#   run.sh start          run the pipeline detached (it outlives the call); it waits for its inputs,
-#                         builds the plugin, then runs every test step under its own time limit (for a
-#                         cost run, plan.json's purpose "cost": measures a sample of nvcc units instead)
-#   run.sh wait SECONDS   print progress until the pipeline ends or SECONDS pass, then copy
-#                         report.md, logs.tar.gz and a cost run's measurements.json into $OUT
-#   run.sh step NAME SECONDS COMMAND...   one test step as the pipeline runs it (used by the tests)
-# README.md ("Building and testing the plugin on a GPU") gives the calls. GPU_RUN_DIR (default
+#   run.sh start          run the pipeline detached (it outlives the call); it waits for its inputs, then
+#                         package.py builds the stand-in channel and the plugin package with rattler-build,
+#                         runs the package's tests and installs it for a user (for a cost run, plan.json's
+#                         purpose "cost": measures a sample of nvcc units instead)
+#   run.sh wait SECONDS   print progress until the pipeline ends or SECONDS pass, then copy report.md,
+#                         package.md and package.json, the built package in 15 MiB pieces, logs.tar.gz and a
+#                         cost run's measurements.json into $OUT
+#   run.sh step NAME SECONDS COMMAND...   one step as the pipeline runs it (used by the tests)
+# README.md ("Building the plugin package on a GPU") gives the calls. GPU_RUN_DIR (default
 # /tmp/gpu-run) holds the staging folder, the work tree and the results.
 set -euo pipefail
 
@@ -179,124 +180,6 @@ cudnn_dir() {
     python3 -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])'
 }
 
-build() {
-    prepare_build
-    note "build: MemAvailable $(awk '/^MemAvailable:/ {print int($2 / 1048576)}' /proc/meminfo) GiB, $(nproc) cores"
-    # shellcheck disable=SC2016  # expanded by the step's own shell
-    run_step build 1800 bash -c 'cd "${SRC_DIR}" && exec bash "${RECIPE_DIR}/build_ep_cuda.sh"'
-    if [[ -f "$(built_library)" ]]; then
-        note "build: $(built_library) is $(stat -c %s "$(built_library)") bytes"
-    fi
-}
-
-built_library() {
-    echo "${work}/prefix/$(plan_get script_env PLUGIN_INSTALL_PATH)"
-}
-
-site_of() {
-    echo "${work}/core-$1/lib/$(python3 -c 'import sys; print("python%d.%d" % sys.version_info[:2])')/site-packages"
-}
-
-library_of() {
-    echo "${work}/core-$1/lib/$(basename "$(plan_get script_env PLUGIN_INSTALL_PATH)")"
-}
-
-# One conda-like prefix per core: the wheel in lib/pythonX.Y/site-packages with this feedstock's
-# auto-registration added as the onnxruntime build script adds it, and the plugin package's files
-# (library and manifest) beside it
-core_prefix() {
-    local version="$1" prefix="${work}/core-$1" site
-    site="$(site_of "$1")"
-    python3 -m pip install -q --no-index --no-deps --no-compile --target "${site}" \
-        "${stage}"/wheels/onnxruntime-"${version}"-*.whl
-    python3 "${RECIPE_DIR}/python/install_autoregistration.py" "${site}"
-    mkdir -p "${prefix}/lib" "${prefix}/share/onnxruntime/ep-plugins"
-    cp "$(built_library)" "${prefix}/lib/"
-    cp "${work}/prefix/share/onnxruntime/ep-plugins/$(plan_get script_env PLUGIN_MANIFEST)" \
-        "${prefix}/share/onnxruntime/ep-plugins/"
-}
-
-# the steps one core gets: the recipe's load test, which cuDNN libraries a session loads, upstream's
-# packaging test (auto-registration off, as upstream runs it) and the auto-registration path
-core_steps() {
-    local version="$1" site library cudnn
-    site="$(site_of "${version}")" library="$(library_of "${version}")" cudnn="$(cudnn_dir)/lib"
-    # the core's packages and the test tools; the toolkit's libraries, with cuDNN as the plugin
-    # package's run dependency brings it, or without it
-    local paths=(PYTHONPATH="${site}:${work}/test-site")
-    local with_cudnn=(env "${paths[@]}" LD_LIBRARY_PATH="${cuda_runtime}:${cudnn}:${LD_LIBRARY_PATH:-}")
-    local without_cudnn=(env "${paths[@]}" LD_LIBRARY_PATH="${cuda_runtime}:${LD_LIBRARY_PATH:-}")
-    local load_test=(env PATH="${work}/bin:${PATH}" bash run_plugin_load_test.sh "${library}" CUDAExecutionProvider)
-    ( cd "${RECIPE_DIR}" && run_step "load-${version}" 300 "${with_cudnn[@]}" "${load_test[@]}" )
-    ( cd "${RECIPE_DIR}" && run_step "cudnn-loaded-${version}" 300 "${without_cudnn[@]}" \
-        python3 "${here}/checks.py" cudnn-loaded "${library}" )
-    # the load test again in a process that imported torch first, as the operator suite's processes do: on
-    # the 1.30.0 core the load test passed while every suite case that ran one of the plugin's own kernels
-    # failed or hung (2026-12-01, third run)
-    ( cd "${RECIPE_DIR}" && run_step "load-after-torch-${version}" 150 "${with_cudnn[@]}" \
-        PYTHONPATH="${work}/torch-first:${site}:${work}/test-site" "${load_test[@]}" )
-    if [[ "${version}" == "$(plan_get cores newest)" ]]; then
-        # the load test once more with the driver's kernel cache off: as slow as the first when its time
-        # goes to compiling the library's PTX for this GPU, as fast as the second when it goes elsewhere
-        ( cd "${RECIPE_DIR}" && run_step "load-without-jit-cache-${version}" 300 env CUDA_CACHE_DISABLE=1 \
-            "${with_cudnn[@]}" "${load_test[@]}" )
-    fi
-    run_step "packaging-${version}" 300 env ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION=1 "${with_cudnn[@]}" \
-        python3 "${SRC_DIR}/plugin-ep-cuda/python/test/test_cuda_plugin_ep.py"
-    run_step "autoregistration-${version}" 300 "${with_cudnn[@]}" python3 "${here}/checks.py" autoregistration
-}
-
-# upstream's operator suite, in WORKERS pytest-xdist workers: cuDNN comes with torch, which the suite imports
-# first. One worker runs the cases in the suite's order; the source core's suite gets four, since its cases
-# hung and each hang holds a worker for 120 s (the 1.30.0 core reloading the plugin in a torch process,
-# docs/gpu-runs/2026-12-01-fourth-run.md; more workers do not cause the hangs). case_log.py writes each case's
-# outcome and failure to results/NAME.cases as it ends, and a case still running after 120 s (the slowest seen
-# took 77 s) gets its Python and native stacks written there and its worker ended; xdist records it as failed
-# and goes on with the next case in a new worker. The suite stamps most models with the newest opset its onnx
-# knows, which a core older than that onnx refuses at load unless ALLOW_RELEASED_ONNX_OPSET_ONLY=0
-# (onnxruntime/core/graph/model_load_utils.h). The step's limit leaves the 30 minutes of device time room for
-# the build (about 1100 s) and the machine's start.
-operator_suite() {
-    local name="$1" version="$2" workers="$3"
-    shift 3
-    run_step "${name}" 420 env -C "${SRC_DIR}/onnxruntime/test/python/transformers" "$@" \
-        ORT_TEST_CUDA_PLUGIN_EP=1 ORT_CUDA_PLUGIN_PATH="$(library_of "${version}")" ALLOW_RELEASED_ONNX_OPSET_ONLY=0 \
-        ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION=1 PYTHONPATH="$(site_of "${version}"):${work}/test-site:${here}" \
-        LD_LIBRARY_PATH="${cuda_runtime}:${LD_LIBRARY_PATH:-}" CASE_LOG="${results}/${name}.cases" \
-        python3 -m pytest -v -p no:cacheprovider -p case_log -n "${workers}" --max-worker-restart=100 --timeout=120 \
-        --durations=10 test_cuda_plugin_ep.py
-}
-
-run_tests() {
-    mkdir -p "${work}/bin"
-    # `python` as the recipe's test scripts call it: the image's python3 (a symlink would lose its venv)
-    printf '#!/bin/sh\nexec python3 "$@"\n' >"${work}/bin/python"
-    chmod +x "${work}/bin/python"
-    python3 -m pip install -q --no-index --no-deps --no-compile --target "${work}/test-site" \
-        "${stage}"/wheels/pyelftools-*.whl "${stage}"/wheels/pefile-*.whl "${stage}"/wheels/onnx-*.whl
-    mkdir -p "${work}/torch-first"
-    echo "import torch" >"${work}/torch-first/sitecustomize.py"
-    # JIT-compiled PTX is kept across the test processes
-    export CUDA_CACHE_PATH="${work}/nvcache" CUDA_CACHE_MAXSIZE=4294967296
-    run_step binary 120 env PYTHONPATH="${work}/test-site" python3 "${RECIPE_DIR}/check_plugin_binary.py" \
-        "$(built_library)"
-    local floor source newest version
-    floor="$(plan_get cores floor)" source="$(plan_get cores source)" newest="$(plan_get cores newest)"
-    for version in $(printf '%s\n' "${floor}" "${source}" "${newest}" | sort -u); do
-        core_prefix "${version}"
-    done
-    local lanes=()
-    operator_suite "operators-${source}" "${source}" 4 & lanes+=($!)
-    operator_suite "operators-${newest}" "${newest}" 1 & lanes+=($!)
-    operator_suite "operators-without-cudnn-${newest}" "${newest}" 1 ORT_TEST_CUDA_PLUGIN_NO_CUDNN=1 & lanes+=($!)
-    operator_suite "operators-${floor}" "${floor}" 1 & lanes+=($!)
-    for version in $(printf '%s\n' "${floor}" "${source}" "${newest}" | sort -u); do
-        core_steps "${version}" & lanes+=($!)
-    done
-    wait "${lanes[@]}" || true
-    note "nvcache: $(du -sm "${CUDA_CACHE_PATH}" 2>/dev/null | cut -f1) MiB of JIT-compiled kernels"
-}
-
 # A cost run (pack.py --cost): build_ep_cuda.sh configures the plugin with the recipe's own settings and
 # stops before its build step, as in a rehearsal; buildcost.py then compiles a sample of the graph's nvcc
 # units, one piece per GPU target and one compile per core, until COST_END_S after the pipeline started.
@@ -325,6 +208,21 @@ measure_cost() {
         --out "${results}/measurements.json" --seconds "${seconds}" --jobs "$(nproc)"
 }
 
+# The plugin package (plan.json's purpose "package"): package.py builds the stand-in channel from this
+# machine's files, builds the package with rattler-build from the device's copy of the recipe, runs its
+# tests and installs it for a user (package.py says how). rattler-build, rattler and what scripts/ read their
+# files with come from the bundles' wheels; zstd from Debian, where the image lacks it.
+package() {
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "${top}/site" \
+        "${stage}"/wheels/{py_rattler,py_rattler_build,pydantic,pydantic_core,annotated_types,typing_inspection}-*.whl
+    if ! command -v zstd >/dev/null; then
+        dpkg -x "${stage}"/debs/zstd_*.deb "${top}/zstd"
+        export PATH="${top}/zstd/usr/bin:${PATH}"
+    fi
+    run_step package 1700 env PYTHONPATH="${top}/site" python3 "${top}/repo/scripts/device/package.py" \
+        --stage "${stage}" --work "${work}"
+}
+
 pipeline() {
     local started
     started="$(date +%s)"
@@ -334,14 +232,7 @@ pipeline() {
         measure_cost "${started}"
         return 0
     fi
-    build
-    if [[ ! -f "$(built_library)" ]]; then
-        note "pipeline: no library built, so no test runs"
-        return 0
-    fi
-    note "pipeline: waiting for the tests' inputs"
-    wait_for_inputs test_inputs
-    run_tests
+    package
 }
 
 # whatever stopped the pipeline, the report is written and `wait` stops waiting
@@ -357,13 +248,19 @@ wait_for_pipeline() {
     while [[ ! -f "${results}/done" ]] && (( $(date +%s) - start < seconds )); do
         sleep 20
         local built=""
-        [[ -f "${results}/build.log" ]] \
-            && built="$(grep -o '^+[0-9]*s \[[0-9]*/[0-9]*\]' "${results}/build.log" | tail -1 || true)"
+        # ninja's progress in the log of the build script rattler-build runs
+        built="$(cat "${work}"/output/bld/*/work/conda_build.log 2>/dev/null | grep -o '^\[[0-9]*/[0-9]*\]' | tail -1 || true)"
         echo "$(date -u +%H:%M:%S) ninja ${built:-(not started)}; $(tail -n 1 "${results}/progress.txt")"
     done
     python3 "${here}/checks.py" report "${top}"
     cp "${results}/report.md" "${OUT}/"
     [[ ! -f "${results}/measurements.json" ]] || cp "${results}/measurements.json" "${OUT}/"
+    [[ ! -f "${results}/package.md" ]] || cp "${results}/package.md" "${results}/package.json" "${OUT}/"
+    # the built package, for the next loan: in pieces, as a file comes back from this machine up to 16 MiB
+    local built
+    for built in "${work}"/output/linux-64/*.conda; do
+        [[ -f "${built}" ]] && split -b 15M -d "${built}" "${OUT}/$(basename "${built}").part-"
+    done
     tar -czf "${OUT}/logs.tar.gz" -C "${top}" results
 }
 
@@ -388,9 +285,8 @@ case "${1:-}" in
         mkdir -p "${results}"
         # the pipeline runs from a copy: a later call replaces the checkout under it
         rm -rf "${top}/repo"
-        mkdir -p "${top}/repo/scripts"
-        cp -r "${repo}/recipe" "${top}/repo/"
-        cp -r "${here}" "${repo}/scripts/buildcost.py" "${repo}/scripts/ninja_graph.py" "${top}/repo/scripts/"
+        mkdir -p "${top}/repo"
+        cp -r "${repo}/recipe" "${repo}/scripts" "${repo}/.ci_support" "${repo}/config" "${repo}/conda-forge.yml" "${top}/repo/"
         setsid bash "${top}/repo/scripts/device/run.sh" pipeline >"${results}/pipeline.log" 2>&1 </dev/null &
         note "pipeline started"
         ;;

@@ -6,13 +6,13 @@ and activation variables of conda-forge's real package (the key says where each 
 is built by rattler-build itself, from a small recipe made from the entry.
 
 What goes in a package decides what the channel can do:
-- no contents (`build_channel(..., contents=None)`): the packages carry their metadata and their
-  activation script alone. Enough for rattler-build's solver to resolve every job's requirements,
-  which is what CI checks on every commit (tests/test_channel.py);
-- the GPU machine's own files (`contents=machine_contents(...)`, the entry's `machine` key): the
-  machine's CUDA toolkit, cuDNN, compilers and Python, laid out where conda's packages put them, so
-  that rattler-build can build the plugin from the recipe and a solver can install it
-  (scripts/device/package.py).
+- no contents (`build_channel(chosen, channel)`): the packages carry their metadata alone. Enough for
+  rattler-build's solver to resolve every job's requirements, which is what CI checks on every commit
+  (scripts/resolve.py, tests/test_channel.py);
+- the GPU machine's own files (`build_channel(chosen, channel, roots)`: the entries' `machine` files and
+  `conda` keys `files`, `links` and `activation`): the machine's CUDA toolkit, cuDNN, compilers and
+  Python, laid out where conda's packages put them, so that rattler-build can build the plugin from
+  the recipe and a solver can install it (scripts/device/package.py).
 
 These packages stand in for conda-forge's so that the recipe can be proven without conda-forge's
 channel. A package built against them is a rehearsal, never a conda-forge build.
@@ -27,7 +27,6 @@ import os
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +56,8 @@ class Standin:
     activation: tuple[tuple[str, str], ...] = ()  # (variable, value): what its activation script exports
     activation_append: tuple[tuple[str, str], ...] = ()  # (variable, value): appended to what is there
     activation_script: str = ""  # its name in etc/conda/activate.d, which orders it among the others
+    files: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # (path, text) it holds with contents
+    links: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # (path, target) of its symbolic links
     # what the package holds on the GPU machine: (path in the package, globs or one file, is_folder)
     machine: tuple[tuple[str, tuple[str, ...], bool], ...] = field(default=(), compare=False)
 
@@ -144,6 +145,8 @@ def standins(job_files: list[Path], extra: dict[str, str], table: dict | None = 
                         tuple((k, str(v)) for k, v in activation.get("env", {}).items()),
                         tuple((k, str(v)) for k, v in activation.get("env_append", {}).items()),
                         activation.get("script", f"{name}_activate.sh"),
+                        tuple(table[facts["files_of"]].get("files", {}).items()) if "files_of" in facts else (),
+                        tuple((str(k).format_map(_Kept(local)), str(v)) for k, v in facts.get("links", {}).items()),
                         tuple((path, (files,) if isinstance(files, str) else tuple(files), not isinstance(files, str))
                               for path, files in (
                                   (str(p).format_map(_Kept(local)), [str(f).format_map(_Kept(local)) for f in fs]
@@ -193,37 +196,33 @@ def _recipe(standin: Standin, staged: Path, table_entry: dict) -> dict:
     }
 
 
-Contents = Callable[[Standin, Path], None]
+Roots = dict[str, str]
 
 
-def machine_contents(roots: dict[str, str]) -> Contents:
-    """Lays out a stand-in's `machine` files: each folder of the package gets what its globs match, with
-    {toolkit}, {cudnn}, {python_lib} ... filled from `roots`; symbolic links are kept as links."""
-
-    def lay_out(standin: Standin, staged: Path) -> None:
-        for path, patterns, is_folder in standin.machine:
-            destination = staged / path
-            (destination if is_folder else destination.parent).mkdir(parents=True, exist_ok=True)
-            for pattern in patterns:
-                matches = sorted(glob.glob(pattern.format_map(_Kept(roots))))
-                if not matches:
-                    raise RehearsalError(f"{STANDINS}: {standin.name}.machine: `{pattern}` matches nothing on this machine")
-                for match in map(Path, matches):
-                    target = destination / match.name if is_folder else destination
-                    if match.suffix == ".whl":
-                        with zipfile.ZipFile(match) as wheel:
-                            wheel.extractall(destination)
-                    elif match.is_symlink():
-                        target.symlink_to(os.readlink(match))
-                    elif match.is_dir():
-                        shutil.copytree(match, target, symlinks=True, dirs_exist_ok=True)
-                    else:
-                        shutil.copy2(match, target)
-
-    return lay_out
+def lay_out_machine_files(standin: Standin, staged: Path, roots: Roots) -> None:
+    """A stand-in's `machine` files: each folder of the package gets what its globs match, with {toolkit},
+    {site}, {wheels} ... filled from `roots`; symbolic links are kept as links, wheels are unpacked."""
+    for path, patterns, is_folder in standin.machine:
+        destination = staged / path
+        (destination if is_folder else destination.parent).mkdir(parents=True, exist_ok=True)
+        for pattern in patterns:
+            matches = sorted(glob.glob(pattern.format_map(_Kept(roots))))
+            if not matches:
+                raise RehearsalError(f"{STANDINS}: {standin.name}.machine: `{pattern}` matches nothing on this machine")
+            for match in map(Path, matches):
+                target = destination / match.name if is_folder else destination
+                if match.suffix == ".whl":
+                    with zipfile.ZipFile(match) as wheel:
+                        wheel.extractall(destination)
+                elif match.is_symlink():
+                    target.symlink_to(os.readlink(match))
+                elif match.is_dir():
+                    shutil.copytree(match, target, symlinks=True, dirs_exist_ok=True)
+                else:
+                    shutil.copy2(match, target)
 
 
-def build_channel(chosen: list[Standin], channel: Path, contents: Contents | None = None,
+def build_channel(chosen: list[Standin], channel: Path, roots: Roots | None = None,
                   package_format: str = "conda:1") -> list[Path]:
     """Each stand-in built by rattler-build into `channel` (indexed as it goes); a package already
     there is kept. Returns the packages' paths."""
@@ -238,10 +237,16 @@ def build_channel(chosen: list[Standin], channel: Path, contents: Contents | Non
             with tempfile.TemporaryDirectory(prefix=f"standin-{standin.name}-") as scratch:
                 staged = Path(scratch, "files")
                 staged.mkdir()
-                if contents is not None and standin.machine:
-                    contents(standin, staged)
+                if roots is not None:
+                    lay_out_machine_files(standin, staged, roots)
+                    for inside, text in standin.files:
+                        (staged / inside).parent.mkdir(parents=True, exist_ok=True)
+                        (staged / inside).write_text(text)
+                    for inside, target in standin.links:
+                        (staged / inside).parent.mkdir(parents=True, exist_ok=True)
+                        (staged / inside).symlink_to(target.format_map(_Kept(roots or {})))
                 entry = table[standin.name]
-                if standin.activation or standin.activation_append:
+                if roots is not None and (standin.activation or standin.activation_append):
                     activate = staged / "etc" / "conda" / "activate.d"
                     activate.mkdir(parents=True, exist_ok=True)
                     (activate / standin.activation_script).write_text(_activation_script(standin))

@@ -1,0 +1,392 @@
+#!/usr/bin/env python3
+"""The plugin package built by rattler-build, tested by rattler-build, installed by rattler, and used.
+
+    python3 package.py --stage STAGE --work WORK [--toolkit DIR] [--configure-only]
+
+Run on the GPU machine by run.sh, from the bundles pack.py wrote (STAGE: their contents). In order:
+
+1. The stand-in channel (scripts/rehearsal/channel.py), built by rattler-build from standins.yaml for
+   the newest linux-64 CUDA job's variant, with this machine's files as the packages' contents: its
+   CUDA toolkit (DIR, default /usr/local/cuda-13.0), cuDNN, compilers, binutils and Python, and the
+   wheels in STAGE/wheels. The job's CUDA and Python are this machine's (printed).
+2. The device's copy of the recipe: recipe/ as rendered, with the settings in which this build differs
+   from conda-forge's (plan.json's `overrides`, each with its reason) put in, printed as a diff. The
+   source is the mirror's tree, as the machine has no network.
+3. `rattler-build build` of onnxruntime-ep-cuda from that copy against the channel, then each of the
+   package's own tests run by rattler-build, one by one.
+4. A fresh environment with `onnxruntime onnxruntime-ep-cuda`, solved and installed by rattler (py-rattler)
+   from the built package's channel and the stand-ins, in which the plugin named by the package's
+   manifest runs a model on the GPU with its interpreter alone (no PYTHONPATH or LD_LIBRARY_PATH),
+   without and with torch imported first.
+
+WORK/results/package.json and package.md say what each step did. With --configure-only (a dry run on a
+machine without a GPU) the build script stops at its build step (REHEARSAL_TARGETS_FILE) and nothing
+after the build runs. Exit 0 when every step passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import difflib
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+
+import yaml  # noqa: E402
+
+from cores import NEWEST_CORE  # noqa: E402
+from feedstock.ci_support import load_jobs, newest_cuda  # noqa: E402
+from feedstock.reader import load_yaml  # noqa: E402
+from rehearsal.channel import build_channel, standins  # noqa: E402
+from rehearsal.resolve import CHANNEL_ONLY_KEYS  # noqa: E402
+
+PLUGIN = "onnxruntime-ep-cuda"
+# the programs the compiler and binutils stand-ins carry, by their root's name: the machine's own
+PROGRAMS = {"gcc": "gcc", "gxx": "g++", "cpp": "cpp", "gcc_ar": "gcc-ar", "gcc_nm": "gcc-nm",
+            "gcc_ranlib": "gcc-ranlib", "ar": "ar", "as": "as", "ld": "ld", "nm": "nm", "objcopy": "objcopy",
+            "objdump": "objdump", "ranlib": "ranlib", "readelf": "readelf", "strip": "strip", "patch": "patch"}
+
+
+class Step:
+    """One step's outcome, kept in the report whatever happens."""
+
+    def __init__(self, results: dict, name: str) -> None:
+        self.record = results.setdefault("steps", {}).setdefault(name, {})
+        self.name = name
+
+    def __enter__(self) -> dict:
+        self.start = time.monotonic()
+        print(f"== {self.name}", flush=True)
+        return self.record
+
+    def __exit__(self, kind, error, trace) -> bool:
+        self.record["seconds"] = round(time.monotonic() - self.start, 1)
+        self.record.setdefault("ok", error is None)
+        if error is not None:
+            self.record["error"] = f"{kind.__name__}: {error}"
+        print(f"== {self.name}: {'ok' if self.record['ok'] else 'FAILED'} in {self.record['seconds']} s", flush=True)
+        return False
+
+
+def wrapper(path: Path, program: str, environment: dict[str, str] | None = None) -> str:
+    """A shell script that runs `program` (which cannot move from where it is installed)."""
+    exports = "".join(f'export {k}="{v}"\n' for k, v in (environment or {}).items())
+    path.write_text(f'#!/bin/sh\n{exports}exec "{program}" "$@"\n')
+    path.chmod(0o755)
+    return str(path)
+
+
+def machine_roots(stage: Path, work: Path, toolkit: Path) -> dict[str, str]:
+    """Where each stand-in's files are on this machine (standins.yaml's `machine` keys name these)."""
+    tools = work / "tools"
+    tools.mkdir(parents=True, exist_ok=True)
+    roots = {"toolkit": str(toolkit), "wheels": str(stage / "wheels"),
+             "site": sysconfig.get_paths()["purelib"], "python_exe": os.path.realpath(sys._base_executable)}
+    for root, program in PROGRAMS.items():
+        found = shutil.which(program)
+        if found is None:
+            raise SystemExit(f"package: this machine has no `{program}`")
+        # a wrapper, as GCC's driver finds cc1 and its other parts relative to where it is installed
+        roots[root] = wrapper(tools / program, os.path.realpath(found))
+    roots["system_lib"] = str(Path(subprocess.run(["g++", "-print-file-name=libstdc++.so.6"], check=True,
+                                                  capture_output=True, text=True).stdout.strip()).resolve().parent)
+    import nvidia.cudnn  # noqa: PLC0415
+
+    roots["cudnn_root"] = list(nvidia.cudnn.__path__)[0]
+    # CMake from its wheel (PyPI's cmake 3.31, as the recipe asks for CMake below 4), ninja's binary
+    cmake = work / "cmake-wheel"
+    if not cmake.exists():
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(cmake),
+                        *glob.glob(str(stage / "wheels" / "cmake-*.whl"))], check=True)
+    cmake_bin = cmake / "cmake" / "data" / "bin"
+    roots["cmake"] = wrapper(tools / "cmake", str(cmake_bin / "cmake"))
+    roots["ctest"] = wrapper(tools / "ctest", str(cmake_bin / "ctest"))
+    import ninja  # noqa: PLC0415
+
+    roots["ninja"] = str(Path(ninja.BIN_DIR) / "ninja")
+    # Debian's protoc 3.21.12 and its libraries; the wrapper finds them beside itself in the environment
+    protobuf = work / "protobuf"
+    for deb in sorted(stage.glob("debs/*.deb")):
+        if deb.name.startswith(("protobuf-compiler_", "libprotoc32_", "libprotobuf32_")):
+            subprocess.run(["dpkg", "-x", str(deb), str(protobuf)], check=True)
+    roots["protobuf"] = str(protobuf / "usr")
+    protoc = tools / "protoc"
+    protoc.write_text('#!/bin/sh\nhere="$(cd "$(dirname "$0")/.." && pwd)/libexec/protobuf"\n'
+                      'LD_LIBRARY_PATH="${here}/lib/x86_64-linux-gnu" exec "${here}/bin/protoc" "$@"\n')
+    protoc.chmod(0o755)
+    roots["protoc"] = str(protoc)
+    cfg = tools / "pyvenv.cfg"
+    cfg.write_text(f"home = {Path(roots['python_exe']).parent}\ninclude-system-site-packages = false\n"
+                   f"version = {'.'.join(map(str, sys.version_info[:3]))}\n")
+    roots["pyvenv_cfg"] = str(cfg)
+    return roots
+
+
+def toolkit_version(toolkit: Path) -> str:
+    """13.0 for a toolkit whose version.json says 13.0.x."""
+    version = json.loads((toolkit / "version.json").read_text())["cuda"]["version"]
+    return ".".join(version.split(".")[:2])
+
+
+def machine_facts() -> dict[str, str]:
+    """What the report says of the machine: its GPU, driver library, compiler and Python."""
+    def said(command: str) -> str:
+        done = subprocess.run(command, shell=True, capture_output=True, text=True)
+        return " / ".join(line.strip() for line in (done.stdout + done.stderr).splitlines()[:3] if line.strip())
+
+    return {"gpu": said("nvidia-smi -L"), "driver library": said("ldconfig -p | grep 'libcuda.so.1 '"),
+            "gcc": said("gcc --version | head -1"), "python": sys.version.split()[0]}
+
+
+def write_report(results: dict, path: Path) -> None:
+    """package.md: what each step did, from package.json."""
+    steps = results.get("steps", {})
+    lines = ["# The plugin package on a GPU: rattler-build, its tests, and a user's environment", "",
+             f"- machine: {results.get('machine', {})}", f"- CUDA {results.get('cuda')}, Python {results.get('python')}",
+             f"- started with: {results.get('started_with')}", "", "## Steps", "", "| step | ok | seconds |",
+             "|---|---|---|"]
+    lines += [f"| {name} | {step.get('ok')} | {step.get('seconds')} |" for name, step in steps.items()]
+    for name, step in steps.items():
+        if step.get("error"):
+            lines += ["", f"{name}: {step['error']}"]
+    lines += ["", "## Settings that differ from conda-forge's build", ""]
+    for kind, entries in results.get("overrides", {}).items():
+        lines += [f"- {kind} `{name}` = `{value}`: {reason}" for name, value, reason in entries]
+    if "diff" in steps.get("recipe", {}):
+        lines += ["", "```diff", steps["recipe"]["diff"].rstrip(), "```"]
+    if "package" in results:
+        package = results["package"]
+        lines += ["", "## The package", "", f"- `{package['file']}`: {package['bytes']} bytes",
+                  f"- depends: {package['depends']}", f"- constrains: {package['constrains']}", "- files:"]
+        lines += [f"  - `{f}`" for f in package["files"]]
+    lines += ["", "## rattler-build's linking checks", ""]
+    lines += [f"    {line}" for line in steps.get("build", {}).get("linking", [])] or ["(none reported)"]
+    for result in steps.get("tests", {}).get("results", []):
+        lines += ["", f"## Test {result['index']}: {'passed' if result['success'] else 'FAILED'}", "", "```",
+                  result["output"][-2500:].rstrip(), "```"]
+    install = steps.get("install", {})
+    if install:
+        lines += ["", "## A user's environment", "", f"- packages: {install.get('packages')}",
+                  f"- the model run: exit {install.get('run')}; after `import torch`: exit {install.get('run_after_torch')}"]
+        for name in ("user-run", "user-run-after-torch"):
+            if f"{name} log" in install:
+                lines += ["", f"{name}:", "```", install[f"{name} log"].rstrip(), "```"]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def job_file() -> Path:
+    """The newest linux-64 CUDA job's .ci_support file: the job whose build this run takes."""
+    cuda = newest_cuda(load_jobs(REPO), "linux-64")
+    (found,) = [j for j in load_jobs(REPO) if j.platform == "linux-64" and j.cuda_version == cuda]
+    return REPO / ".ci_support" / f"{found.name}.yaml"
+
+
+def device_recipe(plan: dict, work: Path, src: Path, mirror: Path, configure_only: bool) -> tuple[Path, str]:
+    """recipe/ copied to WORK/recipe with the plan's overrides put into its recipe.yaml; the diff."""
+    target = work / "recipe"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(REPO / "recipe", target)
+    original = (REPO / "recipe" / "recipe.yaml").read_text()
+    recipe = yaml.safe_load(original)
+    patches = recipe["source"].get("patches", [])
+    recipe["source"] = {"path": str(src), "use_gitignore": False, **({"patches": patches} if patches else {})}
+    overrides = plan["overrides"]
+    for name, value, _ in overrides["context"]:
+        recipe["context"][name] = value
+    toolchain = work / "device-overrides.cmake"
+    lines = [f'# {reason}\nset({name} "{value}" CACHE STRING "" FORCE)' for name, value, reason in overrides["cmake"]]
+    # offline: ORT's dependency archives from the mirror, cutlass and cudnn_frontend from their trees
+    lines.append(f'set(onnxruntime_CMAKE_DEPS_MIRROR_DIR "{mirror}" CACHE PATH "" FORCE)')
+    lines.append('set(FETCHCONTENT_TRY_FIND_PACKAGE_MODE NEVER CACHE STRING "" FORCE)')
+    for name, folder in (("CUTLASS", "cutlass"), ("CUDNN_FRONTEND", "cudnn_frontend")):
+        lines.append(f'set(FETCHCONTENT_SOURCE_DIR_{name} "$ENV{{SRC_DIR}}/$ENV{{ORT_BUILD_DIR}}/_deps/{folder}-src" '
+                     'CACHE PATH "" FORCE)')
+    toolchain.write_text("\n".join(lines) + "\n")
+    for output in recipe["outputs"]:
+        if output["package"]["name"] != PLUGIN:
+            continue
+        env = output["build"]["script"]["env"]
+        for name, value, _ in overrides["env"]:
+            env[name] = value
+        env["CMAKE_TOOLCHAIN_FILE"] = str(toolchain)
+        if configure_only:
+            env["REHEARSAL_TARGETS_FILE"] = str(work / "build_targets.txt")
+        output["build"]["skip"] = [f'cuda_compiler_version != "{plan["device_cuda"]}"']
+    text = yaml.safe_dump(recipe, sort_keys=False, width=120)
+    (target / "recipe.yaml").write_text(text)
+    diff = "".join(difflib.unified_diff(yaml.safe_dump(yaml.safe_load(original), sort_keys=False, width=120)
+                                        .splitlines(keepends=True), text.splitlines(keepends=True),
+                                        "recipe/recipe.yaml (as rendered)", "device copy"))
+    return target, diff
+
+
+def unpack_sources(stage: Path, work: Path) -> Path:
+    """ORT's tree, with cutlass and cudnn_frontend where FetchContent would put them, cutlass patched."""
+    src = work / "src"
+    shutil.rmtree(src, ignore_errors=True)
+    src.mkdir(parents=True)
+    (tarball,) = stage.glob("sources/onnxruntime-*-src.tar.zst")
+    subprocess.run(f'zstd -dc "{tarball}" | tar -x -C "{src}" --strip-components=1', shell=True, check=True)
+    deps = src / os.environ.get("ORT_BUILD_DIR_FOR_TREES", "build-ep-cuda") / "_deps"
+    deps.mkdir(parents=True)
+    subprocess.run(f'zstd -dc "{stage}/sources/cutlass-cudnn_frontend-trees.tar.zst" | tar -x -C "{deps}"',
+                   shell=True, check=True)
+    for folder in ("cutlass", "cudnn_frontend"):
+        (deps / folder).rename(deps / f"{folder}-src")
+    (patch,) = src.glob("cmake/patches/cutlass/cutlass_*.patch")
+    subprocess.run(["patch", "-d", str(deps / "cutlass-src"), "-p1", "-i", str(patch)], check=True,
+                   stdout=subprocess.DEVNULL)
+    return src
+
+
+def conda_facts(package: Path) -> dict:
+    from rattler_build import Package  # noqa: PLC0415
+
+    built = Package.from_file(package)
+    return {"file": package.name, "bytes": package.stat().st_size, "depends": list(built.depends),
+            "constrains": list(built.constrains), "files": sorted(str(f) for f in built.files)}
+
+
+def linking_findings(log: Path) -> list[str]:
+    """rattler-build's linking-check lines from its log: overlinking, overdepending, missing libraries."""
+    keys = ("overlink", "overdepend", "not found", "missing", "linked against", "could not", "shared library")
+    if not log.exists():
+        return ["rattler-build left no log"]
+    return [line.strip() for line in log.read_text(errors="replace").splitlines()
+            if any(k in line.lower() for k in keys)][:80]
+
+
+def user_environment(channels: list[str], prefix: Path) -> list[str]:
+    """`onnxruntime onnxruntime-ep-cuda` solved and installed by rattler, as a user's conda would."""
+    import rattler  # noqa: PLC0415
+    from rattler import VirtualPackage, VirtualPackageOverrides  # noqa: PLC0415
+
+    virtual = VirtualPackage.detect(VirtualPackageOverrides.from_env())
+    records = asyncio.run(rattler.solve(sources=channels, specs=["onnxruntime", PLUGIN],
+                                        platforms=["linux-64", "noarch"], virtual_packages=virtual))
+    shutil.rmtree(prefix, ignore_errors=True)
+    asyncio.run(rattler.install(records, target_prefix=prefix, show_progress=False))
+    return sorted(f"{r.name.normalized} {r.version} {r.build}" for r in records)
+
+
+def run_in(prefix: Path, arguments: list[str], log: Path) -> int:
+    """The environment's own python with a bare environment: no PYTHONPATH, no LD_LIBRARY_PATH."""
+    bare = {"PATH": f"{prefix}/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
+    with log.open("w") as out:
+        done = subprocess.run([str(prefix / "bin" / "python"), *arguments], env=bare, stdout=out,
+                              stderr=subprocess.STDOUT, cwd=REPO / "recipe", timeout=600)
+    return done.returncode
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stage", type=Path, required=True)
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--toolkit", type=Path, default=Path("/usr/local/cuda-13.0"))
+    parser.add_argument("--configure-only", action="store_true")
+    args = parser.parse_args(argv)
+    # what this script was started with stays with it: rattler-build's environments and the user's get none of it
+    started_with = {k: os.environ.pop(k, "") for k in ("PYTHONPATH", "LD_LIBRARY_PATH")}
+    stage, work = args.stage.resolve(), args.work.resolve()
+    results_dir = work / "results"
+    results_dir.mkdir(parents=True, exist_ok=True)
+    plan = json.loads((stage / "plan.json").read_text())
+    plan["device_cuda"] = toolkit_version(args.toolkit)
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    results: dict = {"overrides": plan["overrides"], "cuda": plan["device_cuda"], "python": python,
+                     "started_with": started_with, "machine": machine_facts()}
+
+    def save() -> None:
+        (results_dir / "package.json").write_text(json.dumps(results, indent=1) + "\n")
+        write_report(results, results_dir / "package.md")
+
+    channel, output = work / "channel", work / "output"
+    try:
+        with Step(results, "channel") as record:
+            job = job_file()
+            # the job's variant with this machine's CUDA and Python: the GPU machine's own toolkit and interpreter
+            variant_overrides = {"cuda_compiler_version": plan["device_cuda"], "python": f"{python}.* *_cpython"}
+            record["job"], record["variant_overrides"] = job.name, variant_overrides
+            chosen = standins([job], {"min_core_version": plan["cores"]["floor"], "newest_core_version": NEWEST_CORE},
+                              overrides=variant_overrides)
+            shutil.rmtree(channel, ignore_errors=True)
+            built = build_channel(chosen, channel, machine_roots(stage, work, args.toolkit))
+            record["packages"] = {p.name: p.stat().st_size for p in built}
+        with Step(results, "recipe") as record:
+            src = unpack_sources(stage, work)
+            recipe_dir, record["diff"] = device_recipe(plan, work, src, stage / "mirror", args.configure_only)
+            print(record["diff"])
+            lists = load_yaml(job, str(job)) | {k: [v] for k, v in variant_overrides.items()}
+            for key in CHANNEL_ONLY_KEYS:
+                lists.pop(key, None)
+            variants = work / "variants.yaml"
+            variants.write_text(yaml.safe_dump(lists))
+        with Step(results, "build") as record:
+            from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig  # noqa: PLC0415
+
+            shutil.rmtree(output, ignore_errors=True)
+            rendered = [v for v in Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig.from_file(variants))
+                        if v.recipe.to_dict()["package"]["name"] == PLUGIN]
+            record["variant"] = {k: str(v) for k, v in rendered[0].variant.items()}
+            try:
+                rendered[0].run_build(tool_config=ToolConfiguration(test_strategy="skip", compression_threads=os.cpu_count()),
+                                      output_dir=output, channels=[channel.as_uri()], no_build_id=True)
+            finally:
+                log = output / "rattler-build-log.txt"
+                if log.exists():
+                    shutil.copy(log, results_dir / "rattler-build-build.log")
+                record["linking"] = linking_findings(log)
+            (package,) = output.glob(f"linux-64/{PLUGIN}-*.conda")
+            results["package"] = conda_facts(package)
+        if args.configure_only:
+            return 0
+        with Step(results, "tests") as record:
+            from rattler_build import Package  # noqa: PLC0415
+
+            built_package = Package.from_file(package)
+            record["results"] = []
+            for index in range(built_package.test_count):
+                outcome = built_package.run_test(index, channel=[output.as_uri(), channel.as_uri()])
+                said = "\n".join(outcome.output) if isinstance(outcome.output, list) else str(outcome.output)
+                record["results"].append({"index": index, "success": outcome.success, "output": said[-6000:]})
+            record["ok"] = all(r["success"] for r in record["results"])
+        with Step(results, "install") as record:
+            prefix = work / "user-env"
+            record["packages"] = user_environment([output.as_uri(), channel.as_uri()], prefix)
+            manifest = json.loads(next((prefix / "share" / "onnxruntime" / "ep-plugins").glob("*.json")).read_text())
+            record["manifest"] = manifest
+            # the library the manifest names, under the registration name it gives, as README.md has users do
+            load = ["test_plugin_load.py", "--library", str(prefix / manifest["library"]),
+                    "--ep-name", manifest["registration_name"], "--require-device"]
+            record["run"] = run_in(prefix, load, results_dir / "user-run.log")
+            torch_first = ["-c", "import sys; sys.path.append(sys.argv[1]); import torch; "
+                           "print('torch', torch.__version__, torch.cuda.is_available()); sys.argv = sys.argv[2:]; "
+                           "import runpy; runpy.run_path('test_plugin_load.py', run_name='__main__')",
+                           sysconfig.get_paths()["purelib"], "test_plugin_load.py", *load[1:]]
+            record["run_after_torch"] = run_in(prefix, torch_first, results_dir / "user-run-after-torch.log")
+            record["ok"] = record["run"] == 0 and record["run_after_torch"] == 0
+            for name in ("user-run", "user-run-after-torch"):
+                record[f"{name} log"] = (results_dir / f"{name}.log").read_text(errors="replace")[-3000:]
+    except Exception as error:  # every step's outcome goes in the report, the failing one's too
+        import traceback  # noqa: PLC0415
+
+        traceback.print_exc()
+        return 1
+    finally:
+        save()
+    return 0 if all(s.get("ok") for s in results["steps"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

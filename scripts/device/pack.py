@@ -43,6 +43,8 @@ MIB = 1024 * 1024
 CALL_LIMIT = 64 * MIB
 CHECKOUT_ALLOWANCE = 4 * MIB
 BUNDLE_LIMIT = CALL_LIMIT - CHECKOUT_ALLOWANCE
+# bundle-1 also carries plan.json, written after the inputs are packed
+PLAN_ALLOWANCE = 64 * 1024
 # The lent machine: linux-64, the image's Python 3.12 and its own CUDA 13.0 toolkit (run.sh), with which
 # it builds the newest linux-64 CUDA job's recipe: a CUDA 13 job's list is what CUDA 13.0's nvcc compiles too.
 WHEEL_TAGS = ["--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
@@ -199,7 +201,7 @@ def main(argv: list[str]) -> int:
             raise PackError("no mirror folder: name one with --mirror or ORT_SOURCE_MIRROR")
         with tempfile.TemporaryDirectory() as scratch:
             build, tests = gather(args.mirror.resolve(), plan, Path(scratch))
-            packed = bundles(build, tests, BUNDLE_LIMIT)
+            packed = bundles(build, tests, BUNDLE_LIMIT - PLAN_ALLOWANCE)
             write(args.dest.resolve(), packed, plan, build)
     except PackError as error:
         print(f"pack: {error}", file=sys.stderr)

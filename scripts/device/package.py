@@ -70,7 +70,7 @@ class Step:
         print(f"== {self.name}", flush=True)
         return self.record
 
-    def __exit__(self, kind, error, trace) -> bool:
+    def __exit__(self, kind, error, _trace) -> bool:
         self.record["seconds"] = round(time.monotonic() - self.start, 1)
         self.record.setdefault("ok", error is None)
         if error is not None:

@@ -173,7 +173,8 @@ def write_report(results: dict, path: Path) -> None:
     lines += ["", "## rattler-build's linking checks", ""]
     lines += [f"    {line}" for line in steps.get("build", {}).get("linking", [])] or ["(none reported)"]
     for result in steps.get("tests", {}).get("results", []):
-        lines += ["", f"## Test {result['index']}: {'passed' if result['success'] else 'FAILED'}", "", "```",
+        lines += ["", f"## Test {result['index']}: {'passed' if result['success'] else 'FAILED'} in {result.get('seconds')} s",
+                  "", "```",
                   result["output"][-2500:].rstrip(), "```"]
     install = steps.get("install", {})
     if install:
@@ -357,9 +358,16 @@ def main(argv: list[str]) -> int:
             built_package = Package.from_file(package)
             record["results"] = []
             for index in range(built_package.test_count):
-                outcome = built_package.run_test(index, channel=[output.as_uri(), channel.as_uri()])
-                said = "\n".join(outcome.output) if isinstance(outcome.output, list) else str(outcome.output)
-                record["results"].append({"index": index, "success": outcome.success, "output": said[-6000:]})
+                started = time.monotonic()
+                try:
+                    outcome = built_package.run_test(index, channel=[output.as_uri(), channel.as_uri()])
+                    success, lines = outcome.success, outcome.output
+                except Exception as error:  # rattler-build raises for a test that fails: record it, run the next
+                    success, lines = False, [f"{type(error).__name__}: {error}"]
+                said = "\n".join(lines) if isinstance(lines, list) else str(lines)
+                record["results"].append({"index": index, "success": success, "output": said[-6000:],
+                                          "seconds": round(time.monotonic() - started, 1)})
+                print(f"test {index}: {'passed' if success else 'FAILED'}", flush=True)
             record["ok"] = all(r["success"] for r in record["results"])
         with Step(results, "install") as record:
             prefix = work / "user-env"

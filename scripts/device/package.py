@@ -32,6 +32,7 @@ import difflib
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -134,9 +135,12 @@ def machine_roots(stage: Path, work: Path, toolkit: Path) -> dict[str, str]:
 
 
 def toolkit_version(toolkit: Path) -> str:
-    """13.0 for a toolkit whose version.json says 13.0.x."""
-    version = json.loads((toolkit / "version.json").read_text())["cuda"]["version"]
-    return ".".join(version.split(".")[:2])
+    """13.0 for a toolkit whose nvcc says `release 13.0` (not every toolkit has a version.json)."""
+    said = subprocess.run([str(toolkit / "bin" / "nvcc"), "--version"], capture_output=True, text=True, check=True).stdout
+    match = re.search(r"release (\d+\.\d+)", said)
+    if match is None:
+        raise SystemExit(f"package: {toolkit}/bin/nvcc --version names no release: {said.strip()}")
+    return match.group(1)
 
 
 def machine_facts() -> dict[str, str]:

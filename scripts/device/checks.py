@@ -142,8 +142,8 @@ def report(top: Path) -> int:
              f"- machine: {_command('nvidia-smi', '-L')}; {_command('nproc')} cores",
              f"- driver: {_command('nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader')}",
              "", "## Settings that differ from conda-forge's build (none of them is in the recipe)", ""]
-    lines += [f"- `{key}={value}`: {why}" for key, (value, why) in plan["overrides"]["env"].items()]
-    lines += [f"- `{arg}` in CMAKE_ARGS: {why}" for arg, why in plan["overrides"]["cmake_args"]]
+    lines += [f"- {kind} `{name}={value}`: {why}" for kind, entries in plan["overrides"].items()
+              for name, value, why in entries]
     build_log, ninja_status = results / "build.log", r"^\[[0-9]+/[0-9]+\]"
     lines += ["", "## Build", "",
               f"- CMake: {_last_line(build_log, 'CMAKE_CUDA_ARCHITECTURES:')}",

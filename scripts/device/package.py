@@ -263,13 +263,35 @@ def conda_facts(package: Path) -> dict:
             "constrains": list(built.constrains), "files": sorted(str(f) for f in built.files)}
 
 
-def linking_findings(log: Path) -> list[str]:
-    """rattler-build's linking-check lines from its log: overlinking, overdepending, missing libraries."""
-    keys = ("overlink", "overdepend", "not found", "missing", "linked against", "could not", "shared library")
-    if not log.exists():
-        return ["rattler-build left no log"]
-    return [line.strip() for line in log.read_text(errors="replace").splitlines()
-            if any(k in line.lower() for k in keys)][:80]
+class Said:
+    """rattler-build's own messages (its progress callback): printed as they come, and kept."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def on_log(self, event) -> None:
+        line = f"{event.level}: {event.message}"
+        self.lines.append(line)
+        print(f"rattler-build {line}", flush=True)
+
+    def on_build_step(self, event) -> None:
+        self.on_log(type("Step", (), {"level": "step", "message": f"{event.step_name}: {event.message}"}))
+
+    def on_download_start(self, event) -> None:
+        pass
+
+    def on_download_progress(self, event) -> None:
+        pass
+
+    def on_download_complete(self, event) -> None:
+        pass
+
+
+def linking_findings(said: list[str]) -> list[str]:
+    """rattler-build's linking checks as it reported them: each shared library's links and what it warned of."""
+    keys = ("overlink", "overdepend", "linking", "not found", "missing", "could not find", "shared librar", "dso",
+            "unmatched", "strict")
+    return [line for line in said if any(k in line.lower() for k in keys) or line.startswith(("warn", "error"))][:120]
 
 
 def user_environment(channels: list[str], prefix: Path) -> list[str]:
@@ -299,12 +321,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--stage", type=Path, required=True)
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--toolkit", type=Path, default=Path("/usr/local/cuda-13.0"))
+    parser.add_argument("--results", type=Path, help="where package.json and package.md go (default: WORK/results)")
     parser.add_argument("--configure-only", action="store_true")
     args = parser.parse_args(argv)
     # what this script was started with stays with it: rattler-build's environments and the user's get none of it
     started_with = {k: os.environ.pop(k, "") for k in ("PYTHONPATH", "LD_LIBRARY_PATH")}
     stage, work = args.stage.resolve(), args.work.resolve()
-    results_dir = work / "results"
+    results_dir = (args.results or work / "results").resolve()
     results_dir.mkdir(parents=True, exist_ok=True)
     plan = json.loads((stage / "plan.json").read_text())
     plan["device_cuda"] = toolkit_version(args.toolkit)
@@ -344,14 +367,16 @@ def main(argv: list[str]) -> int:
             rendered = [v for v in Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig.from_file(variants))
                         if v.recipe.to_dict()["package"]["name"] == PLUGIN]
             record["variant"] = {k: str(v) for k, v in rendered[0].variant.items()}
+            said = Said()
             try:
                 rendered[0].run_build(tool_config=ToolConfiguration(test_strategy="skip", compression_threads=os.cpu_count()),
-                                      output_dir=output, channels=[channel.as_uri()], no_build_id=True)
+                                      output_dir=output, channels=[channel.as_uri()], no_build_id=True,
+                                      progress_callback=said)
             finally:
-                log = output / "rattler-build-log.txt"
-                if log.exists():
-                    shutil.copy(log, results_dir / "rattler-build-build.log")
-                record["linking"] = linking_findings(log)
+                (results_dir / "rattler-build.log").write_text("\n".join(said.lines) + "\n")
+                for script_log in output.glob("bld/*/work/conda_build.log"):
+                    shutil.copy(script_log, results_dir / "conda_build.log")
+                record["linking"] = linking_findings(said.lines)
             (package,) = output.glob(f"linux-64/{PLUGIN}-*.conda")
             results["package"] = conda_facts(package)
         if args.configure_only:

@@ -220,7 +220,7 @@ package() {
         export PATH="${top}/zstd/usr/bin:${PATH}"
     fi
     run_step package 1700 env PYTHONPATH="${top}/site" python3 "${top}/repo/scripts/device/package.py" \
-        --stage "${stage}" --work "${work}"
+        --stage "${stage}" --work "${work}" --results "${results}"
 }
 
 pipeline() {

@@ -193,6 +193,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--mirror", type=Path, default=mirror_folder(os.environ),
                         help="the mirror folder (default: ORT_SOURCE_MIRROR, else ../shared/upstream)")
     parser.add_argument("--dest", type=Path, default=bootstrap.REPO / ".device", help="where the bundles go")
+    parser.add_argument("--package", type=Path,
+                        help="a plugin package an earlier run built (.cache/device/): tested and installed, not rebuilt")
     parser.add_argument("--cost", action="store_true",
                         help="a cost run: the recipe's own settings, a sample of nvcc units compiled, no tests")
     args = parser.parse_args(argv)
@@ -202,6 +204,11 @@ def main(argv: list[str]) -> int:
             raise PackError("no mirror folder: name one with --mirror or ORT_SOURCE_MIRROR")
         with tempfile.TemporaryDirectory() as scratch:
             build, tests = gather(args.mirror.resolve(), plan, Path(scratch))
+            if args.package is not None:
+                if not args.package.is_file():
+                    raise PackError(f"{args.package}: no such package")
+                plan["package"] = f"packages/{args.package.name}"
+                build[plan["package"]] = args.package
             packed = bundles(build, tests, BUNDLE_LIMIT - PLAN_ALLOWANCE)
             write(args.dest.resolve(), packed, plan, build)
     except PackError as error:

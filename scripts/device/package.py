@@ -323,6 +323,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--toolkit", type=Path, default=Path("/usr/local/cuda-13.0"))
     parser.add_argument("--results", type=Path, help="where package.json and package.md go (default: WORK/results)")
     parser.add_argument("--configure-only", action="store_true")
+    parser.add_argument("--package", type=Path,
+                        help="a plugin package built by an earlier run: tested and installed instead of building one")
     args = parser.parse_args(argv)
     # what this script was started with stays with it: rattler-build's environments and the user's get none of it
     started_with = {k: os.environ.pop(k, "") for k in ("PYTHONPATH", "LD_LIBRARY_PATH")}
@@ -351,34 +353,45 @@ def main(argv: list[str]) -> int:
             shutil.rmtree(channel, ignore_errors=True)
             built = build_channel(chosen, channel, machine_roots(stage, work, args.toolkit))
             record["packages"] = {p.name: p.stat().st_size for p in built}
-        with Step(results, "recipe") as record:
-            src = unpack_sources(stage, work)
-            recipe_dir, record["diff"] = device_recipe(plan, work, src, stage / "mirror", args.configure_only)
-            print(record["diff"])
-            lists = load_yaml(job, str(job)) | {k: [v] for k, v in variant_overrides.items()}
-            for key in CHANNEL_ONLY_KEYS:
-                lists.pop(key, None)
-            variants = work / "variants.yaml"
-            variants.write_text(yaml.safe_dump(lists))
-        with Step(results, "build") as record:
-            from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig  # noqa: PLC0415
+        if args.package is not None:
+            # an earlier run's package, in a channel of its own
+            import rattler.index  # noqa: PLC0415
 
             shutil.rmtree(output, ignore_errors=True)
-            rendered = [v for v in Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig.from_file(variants))
-                        if v.recipe.to_dict()["package"]["name"] == PLUGIN]
-            record["variant"] = {k: str(v) for k, v in rendered[0].variant.items()}
-            said = Said()
-            try:
-                rendered[0].run_build(tool_config=ToolConfiguration(test_strategy="skip", compression_threads=os.cpu_count()),
-                                      output_dir=output, channels=[channel.as_uri()], no_build_id=True,
-                                      progress_callback=said)
-            finally:
-                (results_dir / "rattler-build.log").write_text("\n".join(said.lines) + "\n")
-                for script_log in output.glob("bld/*/work/conda_build.log"):
-                    shutil.copy(script_log, results_dir / "conda_build.log")
-                record["linking"] = linking_findings(said.lines)
-            (package,) = output.glob(f"linux-64/{PLUGIN}-*.conda")
+            (output / "linux-64").mkdir(parents=True)
+            package = output / "linux-64" / args.package.name
+            shutil.copy(args.package, package)
+            asyncio.run(rattler.index.index_fs(output))
             results["package"] = conda_facts(package)
+        else:
+            with Step(results, "recipe") as record:
+                src = unpack_sources(stage, work)
+                recipe_dir, record["diff"] = device_recipe(plan, work, src, stage / "mirror", args.configure_only)
+                print(record["diff"])
+                lists = load_yaml(job, str(job)) | {k: [v] for k, v in variant_overrides.items()}
+                for key in CHANNEL_ONLY_KEYS:
+                    lists.pop(key, None)
+                variants = work / "variants.yaml"
+                variants.write_text(yaml.safe_dump(lists))
+            with Step(results, "build") as record:
+                from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig  # noqa: PLC0415
+
+                shutil.rmtree(output, ignore_errors=True)
+                rendered = [v for v in Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig.from_file(variants))
+                            if v.recipe.to_dict()["package"]["name"] == PLUGIN]
+                record["variant"] = {k: str(v) for k, v in rendered[0].variant.items()}
+                said = Said()
+                try:
+                    rendered[0].run_build(tool_config=ToolConfiguration(test_strategy="skip", compression_threads=os.cpu_count()),
+                                          output_dir=output, channels=[channel.as_uri()], no_build_id=True,
+                                          progress_callback=said)
+                finally:
+                    (results_dir / "rattler-build.log").write_text("\n".join(said.lines) + "\n")
+                    for script_log in output.glob("bld/*/work/conda_build.log"):
+                        shutil.copy(script_log, results_dir / "conda_build.log")
+                    record["linking"] = linking_findings(said.lines)
+                (package,) = output.glob(f"linux-64/{PLUGIN}-*.conda")
+                results["package"] = conda_facts(package)
         if args.configure_only:
             return 0
         with Step(results, "tests") as record:
@@ -387,12 +400,13 @@ def main(argv: list[str]) -> int:
             built_package = Package.from_file(package)
             record["results"] = []
             for index in range(built_package.test_count):
-                started = time.monotonic()
+                started, said = time.monotonic(), Said()
                 try:
-                    outcome = built_package.run_test(index, channel=[output.as_uri(), channel.as_uri()])
+                    outcome = built_package.run_test(index, channel=[output.as_uri(), channel.as_uri()],
+                                                     progress_callback=said)
                     success, lines = outcome.success, outcome.output
                 except Exception as error:  # rattler-build raises for a test that fails: record it, run the next
-                    success, lines = False, [f"{type(error).__name__}: {error}"]
+                    success, lines = False, [*said.lines, f"{type(error).__name__}: {error}"]
                 said = "\n".join(lines) if isinstance(lines, list) else str(lines)
                 record["results"].append({"index": index, "success": success, "output": said[-6000:],
                                           "seconds": round(time.monotonic() - started, 1)})

@@ -219,8 +219,13 @@ package() {
         dpkg -x "${stage}"/debs/zstd_*.deb "${top}/zstd"
         export PATH="${top}/zstd/usr/bin:${PATH}"
     fi
+    # a package an earlier run built (pack.py --package) is tested and installed instead of built again
+    local earlier=()
+    if python3 -c 'import json, sys; sys.exit("package" not in json.load(open(sys.argv[1])))' "${plan}"; then
+        earlier=(--package "${stage}/$(plan_get package)")
+    fi
     run_step package 1700 env PYTHONPATH="${top}/site" python3 "${top}/repo/scripts/device/package.py" \
-        --stage "${stage}" --work "${work}" --results "${results}"
+        --stage "${stage}" --work "${work}" --results "${results}" "${earlier[@]}"
 }
 
 pipeline() {

@@ -208,6 +208,8 @@ def main(argv: list[str]) -> int:
                 if not args.package.is_file():
                     raise PackError(f"{args.package}: no such package")
                 plan["package"] = f"packages/{args.package.name}"
+                # nothing is built: ORT's sources stay here
+                build = {name: path for name, path in build.items() if not name.startswith(("sources/", "mirror/"))}
                 build[plan["package"]] = args.package
             packed = bundles(build, tests, BUNDLE_LIMIT - PLAN_ALLOWANCE)
             write(args.dest.resolve(), packed, plan, build)

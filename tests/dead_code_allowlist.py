@@ -53,3 +53,6 @@ patched_sources  # noqa: B018
 pytest_runtest_logreport  # noqa: B018
 pytest_timeout_set_timer  # noqa: B018
 pytest_timeout_cancel_timer  # noqa: B018
+
+# rattler-build calls the methods of a progress callback (scripts/device/package.py's Said).
+on_build_step  # noqa: B018

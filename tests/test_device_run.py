@@ -283,7 +283,7 @@ def test_the_report_compares_the_operator_suite_between_cores(tmp_path: Path) ->
     (tmp_path / "stage").mkdir()
     (tmp_path / "stage" / "plan.json").write_text(json.dumps({
         "version": "1.30.0", "cuda": "13.4",
-        "overrides": {"env": {"CUDA_BUILD_JOBS": ["16", "16 cores"]}, "cmake_args": [["-DX=ON", "why"]]}}))
+        "overrides": {"env": [["CUDA_BUILD_JOBS", "16", "16 cores"]], "cmake": [["X", "ON", "why"]]}}))
     suite = tmp_path / "work" / "src" / checks.OPERATOR_SUITE
     suite.parent.mkdir(parents=True)
     suite.write_text('def make(): return "com.microsoft"\n'
@@ -299,7 +299,7 @@ def test_the_report_compares_the_operator_suite_between_cores(tmp_path: Path) ->
     assert checks.main(["report", str(tmp_path)]) == 0
 
     report = (results / "report.md").read_text()
-    assert "- `CUDA_BUILD_JOBS=16`: 16 cores" in report and "- `-DX=ON` in CMAKE_ARGS: why" in report
+    assert "- env `CUDA_BUILD_JOBS=16`: 16 cores" in report and "- cmake `X=ON`: why" in report
     assert "| binary | 0 | 1 | ok: exports CreateEpFactories, ReleaseEpFactory |" in report
     assert "| operators-1.30.0 | running | | (no log) |" in report  # started, not ended when the report was made
     assert "| operators-1.24.4 | 1 | 1 | 0 | 0 of 1 |" in report

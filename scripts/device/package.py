@@ -277,15 +277,6 @@ class Said:
     def on_build_step(self, event) -> None:
         self.on_log(type("Step", (), {"level": "step", "message": f"{event.step_name}: {event.message}"}))
 
-    def on_download_start(self, event) -> None:
-        pass
-
-    def on_download_progress(self, event) -> None:
-        pass
-
-    def on_download_complete(self, event) -> None:
-        pass
-
 
 def linking_findings(said: list[str]) -> list[str]:
     """rattler-build's linking checks as it reported them: each shared library's links and what it warned of."""

@@ -13,6 +13,7 @@ Exit 0 when every environment resolves, 1 when one does not (it is named), 2 on 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -62,4 +63,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    status = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # no interpreter shutdown: rattler-build's and rattler's worker threads can abort it (PyGILState_Release,
+    # once under load), which would turn this exit status into SIGABRT
+    os._exit(status)

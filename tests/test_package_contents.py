@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -35,11 +36,28 @@ def plugin_tests() -> list[dict]:
     return plugin.recipe["tests"]
 
 
+# rattler-build packages in a child process: its worker threads can abort the interpreter's shutdown, which
+# must never be pytest's
+PACKAGE = """
+import os, sys
+from pathlib import Path
+from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
+recipe_dir, scratch = Path(sys.argv[1]), Path(sys.argv[2])
+(variant,) = Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig())
+try:
+    variant.run_build(tool_config=ToolConfiguration(test_strategy="skip"), output_dir=scratch / "output",
+                      channels=[(scratch / "channel").as_uri()], no_build_id=True)
+    print("ok")
+except Exception as error:  # rattler-build's PyBuildError: its message says which check failed
+    print(error)
+sys.stdout.flush()
+os._exit(0)
+"""
+
+
 def package(tests: list[dict], scratch: Path) -> str:
     """rattler-build's verdict on a package that holds exactly the files the contents test names, with these
     test sections: "ok", or its error."""
-    from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
-
     (contents,) = [t["package_contents"] for t in tests if "package_contents" in t]
     named = [f for f in contents["files"] if "*" not in f]
     recipe_dir = scratch / "recipe"
@@ -48,14 +66,11 @@ def package(tests: list[dict], scratch: Path) -> str:
               "build": {"number": 0, "script": [f'mkdir -p "$(dirname "$PREFIX/{f}")" && touch "$PREFIX/{f}"' for f in named]},
               "tests": tests}
     (recipe_dir / "recipe.yaml").write_text(json.dumps(recipe))
-    (variant,) = Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig())
     (scratch / "channel").mkdir()
-    try:
-        variant.run_build(tool_config=ToolConfiguration(test_strategy="skip"), output_dir=scratch / "output",
-                          channels=[(scratch / "channel").as_uri()], no_build_id=True)
-    except Exception as error:  # rattler-build's PyBuildError: its message says which check failed
-        return str(error)
-    return "ok"
+    done = subprocess.run([sys.executable, "-c", PACKAGE, str(recipe_dir), str(scratch)], capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.strip()
 
 
 def test_the_strict_contents_test_accepts_the_package_rattler_build_makes(tmp_path: Path) -> None:

@@ -431,4 +431,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    status = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # no interpreter shutdown: rattler-build's and rattler's worker threads can abort it (PyGILState_Release,
+    # once under load), which would turn this exit status into SIGABRT
+    os._exit(status)

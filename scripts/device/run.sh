@@ -23,7 +23,6 @@ work="${top}/work"
 results="${top}/results"
 plan="${stage}/plan.json"
 cuda_home=/usr/local/cuda-13.0
-cuda_runtime="${cuda_home}/targets/x86_64-linux/lib"
 
 usage() {
     echo "usage: $0 stage BUNDLE | start | wait SECONDS | step NAME SECONDS COMMAND..." >&2
@@ -109,9 +108,9 @@ dump_native_stacks() {
     done
 }
 
-# rattler-build's environment for build_ep_cuda.sh: SRC_DIR with the recipe's patches applied, PREFIX
-# and BUILD_PREFIX laid out as conda's packages would lay them out, the script's env from the recipe,
-# then the device's overrides from the plan, each printed
+# A cost run's environment for build_ep_cuda.sh, laid out by hand: SRC_DIR with the recipe's patches
+# applied, PREFIX and BUILD_PREFIX as conda's packages would lay them out, and the script's env from the
+# recipe (a cost run has no overrides: pack.py --cost)
 prepare_build() {
     export SRC_DIR="${work}/src" RECIPE_DIR="${repo}/recipe" PREFIX="${work}/prefix"
     export BUILD_PREFIX="${work}/build_prefix" target_platform=linux-64 build_platform=linux-64
@@ -168,10 +167,6 @@ import json, shlex, sys
 plan = json.load(open(sys.argv[1]))
 for key, value in plan["script_env"].items():
     print(f"export {key}={shlex.quote(value)}")
-for key, (value, _) in plan["overrides"]["env"].items():
-    print(f"export {key}={shlex.quote(value)}")
-extra = " ".join(arg for arg, _ in plan["overrides"]["cmake_args"])
-print(f'export CMAKE_ARGS="$CMAKE_ARGS "{shlex.quote(extra)}')
 EOF
 )"
 }

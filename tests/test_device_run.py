@@ -21,6 +21,7 @@ sys.path.insert(0, str(DEVICE))
 import checks  # noqa: E402
 import pack  # noqa: E402
 import package  # noqa: E402
+from feedstock.ci_support import newest_cuda_job_file  # noqa: E402
 from rattler_render import render  # noqa: E402
 from support.yaml_files import read_yaml  # noqa: E402
 from rehearsal.sources import mirror_folder  # noqa: E402
@@ -150,7 +151,7 @@ def test_the_device_copy_of_the_recipe_carries_each_override_and_renders_for_the
     plan = pack.build_plan(REPO) | {"device_cuda": "13.0"}
     src, mirror = tmp_path / "src", tmp_path / "mirror"
     recipe_dir, diff = package.device_recipe(plan, tmp_path, src, mirror, configure_only=False)
-    job = package.job_file()
+    job = newest_cuda_job_file(REPO, "linux-64")
     lists = read_yaml(job) | {"cuda_compiler_version": ["13.0"], "python": ["3.12.* *_cpython"]}
     for key in ("channel_sources", "channel_targets"):
         lists.pop(key)

@@ -21,16 +21,14 @@ from conftest import REPO
 from support.yaml_files import read_yaml
 
 sys.path.insert(0, str(REPO / "scripts"))
-from feedstock.ci_support import load_jobs, newest_cuda  # noqa: E402
+from feedstock.ci_support import newest_cuda_job_file  # noqa: E402
 from rattler_render import render  # noqa: E402
 
 PLUGIN = "onnxruntime-ep-cuda"
 
 
 def plugin_tests() -> list[dict]:
-    cuda = newest_cuda(load_jobs(REPO), "linux-64")
-    (job,) = [j for j in load_jobs(REPO) if j.platform == "linux-64" and j.cuda_version == cuda]
-    lists = read_yaml(REPO / ".ci_support" / f"{job.name}.yaml")
+    lists = read_yaml(newest_cuda_job_file(REPO, "linux-64"))
     # the job's file lists every Python, which the plugin does not read: each variant renders the same tests
     plugin = next(r for r in render(REPO / "recipe" / "recipe.yaml", lists, "linux-64", "linux-64") if r.name == PLUGIN)
     return plugin.recipe["tests"]

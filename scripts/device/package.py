@@ -47,10 +47,9 @@ sys.path.insert(0, str(REPO / "scripts"))
 import yaml  # noqa: E402
 
 from cores import NEWEST_CORE  # noqa: E402
-from feedstock.ci_support import load_jobs, newest_cuda  # noqa: E402
-from feedstock.reader import load_yaml  # noqa: E402
+from feedstock.ci_support import newest_cuda_job_file  # noqa: E402
 from rehearsal.channel import build_channel, standins  # noqa: E402
-from rehearsal.resolve import CHANNEL_ONLY_KEYS  # noqa: E402
+from rehearsal.resolve import variant_file  # noqa: E402
 
 PLUGIN = "onnxruntime-ep-cuda"
 # the programs the compiler and binutils stand-ins carry, by their root's name: the machine's own
@@ -188,13 +187,6 @@ def write_report(results: dict, path: Path) -> None:
             if f"{name} log" in install:
                 lines += ["", f"{name}:", "```", install[f"{name} log"].rstrip(), "```"]
     path.write_text("\n".join(lines) + "\n")
-
-
-def job_file() -> Path:
-    """The newest linux-64 CUDA job's .ci_support file: the job whose build this run takes."""
-    cuda = newest_cuda(load_jobs(REPO), "linux-64")
-    (found,) = [j for j in load_jobs(REPO) if j.platform == "linux-64" and j.cuda_version == cuda]
-    return REPO / ".ci_support" / f"{found.name}.yaml"
 
 
 def device_recipe(plan: dict, work: Path, src: Path, mirror: Path, configure_only: bool) -> tuple[Path, str]:
@@ -335,7 +327,7 @@ def main(argv: list[str]) -> int:
     channel, output = work / "channel", work / "output"
     try:
         with Step(results, "channel") as record:
-            job = job_file()
+            job = newest_cuda_job_file(REPO, "linux-64")
             # the job's variant with this machine's CUDA and Python: the GPU machine's own toolkit and interpreter
             variant_overrides = {"cuda_compiler_version": plan["device_cuda"], "python": f"{python}.* *_cpython"}
             record["job"], record["variant_overrides"] = job.name, variant_overrides
@@ -359,11 +351,7 @@ def main(argv: list[str]) -> int:
                 src = unpack_sources(stage, work)
                 recipe_dir, record["diff"] = device_recipe(plan, work, src, stage / "mirror", args.configure_only)
                 print(record["diff"])
-                lists = load_yaml(job, str(job)) | {k: [v] for k, v in variant_overrides.items()}
-                for key in CHANNEL_ONLY_KEYS:
-                    lists.pop(key, None)
-                variants = work / "variants.yaml"
-                variants.write_text(yaml.safe_dump(lists))
+                variants = variant_file(job, work, variant_overrides)
             with Step(results, "build") as record:
                 from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig  # noqa: PLC0415
 

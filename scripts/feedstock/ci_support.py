@@ -88,3 +88,13 @@ def newest_cuda(jobs: list[CiJob], platform: str) -> str | None:
     """The newest CUDA version `platform`'s jobs build: the one the rehearsal and the GPU run take."""
     versions = [job.cuda_version for job in jobs if job.platform == platform and job.cuda_version]
     return max(versions, key=version_tuple, default=None)
+
+
+def newest_cuda_job_file(root: Path, platform: str) -> Path:
+    """The `.ci_support` file of `platform`'s job with the newest CUDA version (newest_cuda)."""
+    jobs = load_jobs(root)
+    cuda = newest_cuda(jobs, platform)
+    found = [job for job in jobs if job.platform == platform and cuda and job.cuda_version == cuda]
+    if len(found) != 1:
+        raise InputError(CI_SUPPORT, platform, f"{len(found)} jobs build CUDA {cuda}; expected one")
+    return root / CI_SUPPORT / f"{found[0].name}.yaml"

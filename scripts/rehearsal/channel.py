@@ -60,6 +60,7 @@ class Standin:
     links: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # (path, target) of its symbolic links
     # what the package holds on the GPU machine: (path in the package, globs or one file, is_folder)
     machine: tuple[tuple[str, tuple[str, ...], bool], ...] = field(default=(), compare=False)
+    note: str = field(default="", compare=False)  # how it differs from conda-forge's (the entry's `note`)
 
     @property
     def filename(self) -> str:
@@ -111,12 +112,11 @@ def _fill(template: str, values: dict[str, str], where: str) -> str | None:
     return filled
 
 
-def standins(job_files: list[Path], extra: dict[str, str], table: dict | None = None,
-             overrides: dict[str, str] | None = None) -> list[Standin]:
+def standins(job_files: list[Path], extra: dict[str, str], overrides: dict[str, str] | None = None) -> list[Standin]:
     """One Standin per table entry and version that these jobs (linux-64 `.ci_support` files) ask for;
     `extra` adds values the job files do not hold (the cores' versions), `overrides` replaces the job
     files' own values (the GPU machine's CUDA and Python)."""
-    table = load_standins() if table is None else table
+    table = load_standins()
     found: dict[tuple[str, str, str], Standin] = {}
     for job_file in job_files:
         for values in _variant_values(job_file, overrides or {}):
@@ -152,6 +152,7 @@ def standins(job_files: list[Path], extra: dict[str, str], table: dict | None = 
                                   (str(p).format_map(_Kept(local)), [str(f).format_map(_Kept(local)) for f in fs]
                                    if isinstance(fs, list) else str(fs).format_map(_Kept(local)))
                                   for p, fs in entry.get("machine", {}).items())),
+                        str(entry.get("note", "")),
                     )
                     key = (standin.name, standin.version, standin.build)
                     if key in found and found[key] != standin:
@@ -173,7 +174,7 @@ def _activation_script(standin: Standin) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _recipe(standin: Standin, staged: Path, table_entry: dict) -> dict:
+def _recipe(standin: Standin, staged: Path) -> dict:
     script = [f'cp -a "{staged}/." "${{PREFIX}}/"'] if any(staged.iterdir()) else ["true"]
     requirements: dict = {}
     if standin.depends:
@@ -192,16 +193,27 @@ def _recipe(standin: Standin, staged: Path, table_entry: dict) -> dict:
         "build": build,
         "requirements": requirements,
         "about": {"summary": f"stand-in for conda-forge's {standin.name} ({STANDINS.name})",
-                  "description": str(table_entry.get("note", ""))},
+                  "description": standin.note},
     }
 
 
 Roots = dict[str, str]
 
 
-def lay_out_machine_files(standin: Standin, staged: Path, roots: Roots) -> None:
-    """A stand-in's `machine` files: each folder of the package gets what its globs match, with {toolkit},
-    {site}, {wheels} ... filled from `roots`; symbolic links are kept as links, wheels are unpacked."""
+def lay_out_contents(standin: Standin, staged: Path, roots: Roots) -> None:
+    """A stand-in's files on this machine: its `machine` files (each folder of the package gets what its
+    globs match, with {toolkit}, {site}, {wheels} ... filled from `roots`; symbolic links are kept as links,
+    wheels are unpacked), its `files` and `links`, and its activation script."""
+    for inside, text in standin.files:
+        (staged / inside).parent.mkdir(parents=True, exist_ok=True)
+        (staged / inside).write_text(text)
+    for inside, target in standin.links:
+        (staged / inside).parent.mkdir(parents=True, exist_ok=True)
+        (staged / inside).symlink_to(target.format_map(_Kept(roots)))
+    if standin.activation or standin.activation_append:
+        activate = staged / "etc" / "conda" / "activate.d"
+        activate.mkdir(parents=True, exist_ok=True)
+        (activate / standin.activation_script).write_text(_activation_script(standin))
     for path, patterns, is_folder in standin.machine:
         destination = staged / path
         (destination if is_folder else destination.parent).mkdir(parents=True, exist_ok=True)
@@ -228,7 +240,6 @@ def build_channel(chosen: list[Standin], channel: Path, roots: Roots | None = No
     there is kept. Returns the packages' paths."""
     from rattler_build import Stage0Recipe, VariantConfig
 
-    table = load_standins()
     built = []
     for standin in chosen:
         subdir = "noarch" if standin.noarch else PLATFORM
@@ -238,21 +249,10 @@ def build_channel(chosen: list[Standin], channel: Path, roots: Roots | None = No
                 staged = Path(scratch, "files")
                 staged.mkdir()
                 if roots is not None:
-                    lay_out_machine_files(standin, staged, roots)
-                    for inside, text in standin.files:
-                        (staged / inside).parent.mkdir(parents=True, exist_ok=True)
-                        (staged / inside).write_text(text)
-                    for inside, target in standin.links:
-                        (staged / inside).parent.mkdir(parents=True, exist_ok=True)
-                        (staged / inside).symlink_to(target.format_map(_Kept(roots or {})))
-                entry = table[standin.name]
-                if roots is not None and (standin.activation or standin.activation_append):
-                    activate = staged / "etc" / "conda" / "activate.d"
-                    activate.mkdir(parents=True, exist_ok=True)
-                    (activate / standin.activation_script).write_text(_activation_script(standin))
+                    lay_out_contents(standin, staged, roots)
                 recipe_dir = Path(scratch, "recipe")
                 recipe_dir.mkdir()
-                (recipe_dir / "recipe.yaml").write_text(json.dumps(_recipe(standin, staged, entry)))
+                (recipe_dir / "recipe.yaml").write_text(json.dumps(_recipe(standin, staged)))
                 (variant,) = Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig())
                 variant.run_build(output_dir=channel, channels=[channel.as_uri()], no_build_id=True,
                                   package_format=package_format, no_include_recipe=True)

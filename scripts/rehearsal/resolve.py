@@ -14,7 +14,6 @@ its channels from them or from the caller, not both, and here the channel is the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import json
 import os
@@ -50,8 +49,9 @@ class Output:
     environments: list[Environment] = field(default_factory=list)
 
 
-def variant_file(job_file: Path, scratch: Path) -> Path:
-    lists = load_yaml(job_file, str(job_file))
+def variant_file(job_file: Path, scratch: Path, overrides: dict[str, str] | None = None) -> Path:
+    """The job's variant file in `scratch`, less CHANNEL_ONLY_KEYS, with `overrides` as single values."""
+    lists = load_yaml(job_file, str(job_file)) | {k: [v] for k, v in (overrides or {}).items()}
     for key in CHANNEL_ONLY_KEYS:
         lists.pop(key, None)
     path = scratch / job_file.name
@@ -98,26 +98,13 @@ def _test_requirements(test: dict) -> list[str]:
 def solve_test(channel: Path, specs: list[str], constraints: list[str] = ()) -> list[str]:
     import rattler
     from rattler import VirtualPackage, VirtualPackageOverrides
+    from rattler.virtual_package import Override
 
-    with _environ(VIRTUAL):
-        virtual = VirtualPackage.detect(VirtualPackageOverrides.from_env())
+    virtual = VirtualPackage.detect(VirtualPackageOverrides(cuda=Override.string(VIRTUAL["CONDA_OVERRIDE_CUDA"]),
+                                                            libc=Override.string(VIRTUAL["CONDA_OVERRIDE_GLIBC"])))
     records = asyncio.run(rattler.solve(sources=[channel.as_uri()], specs=specs, platforms=["linux-64", "noarch"],
                                         virtual_packages=virtual, constraints=list(constraints)))
     return sorted(f"{r.name.normalized} {r.version} {r.build}" for r in records)
-
-
-@contextlib.contextmanager
-def _environ(values: dict[str, str]):
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _why(recipe: Path, variants: Path, channel: Path) -> str:

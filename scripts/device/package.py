@@ -368,6 +368,9 @@ def main(argv: list[str]) -> int:
                     (results_dir / "rattler-build.log").write_text("\n".join(said.lines) + "\n")
                     for script_log in output.glob("bld/*/work/conda_build.log"):
                         shutil.copy(script_log, results_dir / "conda_build.log")
+                    # each ninja step's start and end, to tell where the build spent its time
+                    for ninja_log in output.glob("bld/*/work/*/.ninja_log"):
+                        shutil.copy(ninja_log, results_dir / "ninja_log.txt")
                     record["linking"] = linking_findings(said.lines)
                 (package,) = output.glob(f"linux-64/{PLUGIN}-*.conda")
                 results["package"] = conda_facts(package)

@@ -292,7 +292,9 @@ def user_environment(channels: list[str], prefix: Path) -> list[str]:
 
 def run_in(prefix: Path, arguments: list[str], log: Path) -> int:
     """The environment's own python with a bare environment: no PYTHONPATH, no LD_LIBRARY_PATH."""
-    bare = {"PATH": f"{prefix}/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
+    bare = {"PATH": f"{prefix}/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
+            # the driver's kernel cache, which run.sh shares between the tests and these runs
+            **{k: os.environ[k] for k in ("CUDA_CACHE_PATH", "CUDA_CACHE_MAXSIZE") if k in os.environ}}
     with log.open("w") as out:
         done = subprocess.run([str(prefix / "bin" / "python"), *arguments], env=bare, stdout=out,
                               stderr=subprocess.STDOUT, cwd=REPO / "recipe", timeout=600)

@@ -7,7 +7,6 @@ them, and these tests rerender a copy of the tree to show that nothing would cha
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -17,33 +16,11 @@ from pathlib import Path
 import pytest
 
 from conftest import CONFIG, REPO
+from support.clean_clone import clean_copy, git
 from support.smithy import MAINTAINER_CHECK, Smithy
 from support.yaml_files import read_yaml
 
 CI_SUPPORT = REPO / ".ci_support"
-GIT_IDENTITY = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@localhost",
-                "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@localhost"}
-
-
-def _git(root: Path, *args: str) -> str:
-    result = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True,
-                            env={**os.environ, **GIT_IDENTITY}, stdin=subprocess.DEVNULL)
-    return result.stdout
-
-
-def _clean_copy(tmp_path: Path) -> Path:
-    """The working tree as a fresh one-commit repository: what a clean clone of it would hold.
-
-    The folder is named like the feedstock's repository, as a clone of it would be."""
-    root = tmp_path / "onnxruntime-feedstock"
-    for name in _git(REPO, "ls-files", "--cached", "--others", "--exclude-standard", "-z").split("\0"):
-        if name and (REPO / name).is_file():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, root / name)
-    _git(root, "init", "--quiet")
-    _git(root, "add", "--all")
-    _git(root, "commit", "--quiet", "-m", "snapshot")
-    return root
 
 
 def _python_lists(root: Path) -> dict[str, list[str]]:
@@ -58,7 +35,7 @@ def _say(capsys: pytest.CaptureFixture[str], line: str) -> None:
 
 def test_recipe_lint_reports_no_lints_and_no_hints(conda_smithy: Smithy, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    root = _clean_copy(tmp_path)
+    root = clean_copy(tmp_path)
     result = conda_smithy.run("recipe-lint", "--conda-forge", "recipe", cwd=root)
     _say(capsys, MAINTAINER_CHECK)
     assert (result.returncode, result.stdout.strip()) == (0, "recipe is in fine form"), result.stdout + result.stderr
@@ -68,7 +45,7 @@ def test_recipe_lint_reports_no_lints_and_no_hints(conda_smithy: Smithy, tmp_pat
 
 def test_recipe_lint_reports_a_source_without_its_hash(conda_smithy: Smithy, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    root = _clean_copy(tmp_path)
+    root = clean_copy(tmp_path)
     recipe = root / "recipe" / "recipe.yaml"
     recipe.write_text("\n".join(line for line in recipe.read_text().splitlines() if not line.startswith("  sha256:"))
                       + "\n")
@@ -79,17 +56,17 @@ def test_recipe_lint_reports_a_source_without_its_hash(conda_smithy: Smithy, tmp
 
 
 def test_rerender_of_the_committed_tree_changes_nothing(conda_smithy: Smithy, tmp_path: Path) -> None:
-    root = _clean_copy(tmp_path)
+    root = clean_copy(tmp_path)
     result = conda_smithy.rerender(root)
     assert result.returncode == 0, result.stderr[-4000:]
-    assert _git(root, "status", "--porcelain", "--untracked-files=all") == ""
+    assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
 
 
 def test_deleting_a_migration_removes_its_python_from_every_job(conda_smithy: Smithy, tmp_path: Path) -> None:
     migration = read_yaml(CI_SUPPORT / "migrations" / "python314.yaml")
     added = migration["python"][0]
     assert {name for name, pythons in _python_lists(REPO).items() if added in pythons} == set(_python_lists(REPO))
-    root = _clean_copy(tmp_path)
+    root = clean_copy(tmp_path)
     (root / ".ci_support" / "migrations" / "python314.yaml").unlink()
     result = conda_smithy.rerender(root)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -149,7 +126,7 @@ def test_a_free_threaded_python_migration_is_built_and_shown_as_such(conda_smith
     recipe builds conda-forge's free-threaded Python too, and the README's matrix names it 3.14t."""
     from rattler_render import render
 
-    root = _clean_copy(tmp_path)
+    root = clean_copy(tmp_path)
     shutil.copy2(conda_smithy.pinning.parent / "share" / "conda-forge" / "migrations" / "python314t.yaml",
                  root / ".ci_support" / "migrations" / "python314t.yaml")
     result = conda_smithy.rerender(root)

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CONFIG, REPO, SHARED
+from conftest import CONFIG, SHARED
 from feedstock.ci_support import migrated_cuda_versions
 from feedstock.reader import version_tuple
 from feedstock.architectures import number
 from rattler_render import render as rattler_render
 from support.smithy import Smithy
 from support.yaml_files import read_yaml
-from test_conda_smithy import _clean_copy, _git
+from support.clean_clone import clean_copy, git
 
 # The newest nvcc on PyPI: a CUDA version the config does not list, which the rule derives a list for.
 MIGRATED = "13.5"
@@ -84,7 +84,7 @@ def plugin_architectures(root: Path, job: str) -> str:
 def migrated(conda_smithy: Smithy, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The feedstock after the bot's CUDA 13.5 migration PR: the migration added, rerendered, nothing else."""
     tmp_path = tmp_path_factory.mktemp("migration")
-    root = _clean_copy(tmp_path)
+    root = clean_copy(tmp_path)
     pinning = add_migration(root, conda_smithy, tmp_path, MIGRATED)
     rerender(conda_smithy, root, pinning)
     return root
@@ -112,7 +112,7 @@ def test_render_after_a_cuda_migration_shows_its_jobs_and_is_current_after(migra
 
 
 def test_a_migration_to_a_cuda_the_rule_cannot_derive_is_named_by_render(conda_smithy: Smithy, tmp_path: Path) -> None:
-    root = _clean_copy(tmp_path)
+    root = clean_copy(tmp_path)
     pinning = add_migration(root, conda_smithy, tmp_path, "13.6")
     rerender(conda_smithy, root, pinning)
     # the recipe skips a CUDA version without a list, so the rerender writes no job for it ...
@@ -151,23 +151,23 @@ def test_dropping_a_cuda_version_takes_its_jobs_away_with_no_hand_deletion(conda
     if len(listed) < 2:
         pytest.skip(f"cuda.versions lists one CUDA version ({listed[0]}): dropping it would leave no plugin")
     dropped = listed[0]
-    root = _clean_copy(tmp_path)
+    root = clean_copy(tmp_path)
     before = {v for _, v in cuda_jobs(root).values()}
     _drop(root, rf'^    "{re.escape(dropped)}":\n(?:(?:      |        |        #).*\n)+')
     assert [code for _, code, _ in _sequence(conda_smithy, root)] == [0, 0, 0]
     assert {v for _, v in cuda_jobs(root).values()} == before - {dropped}
     assert f"| {dropped} |" not in (root / "README.md").read_text().split("<!-- build matrix")[1]
     assert render(root, "--check").returncode == 0
-    _git(root, "add", "--all")
-    _git(root, "commit", "--quiet", "-m", f"drop CUDA {dropped}")
+    git(root, "add", "--all")
+    git(root, "commit", "--quiet", "-m", f"drop CUDA {dropped}")
     rerender(conda_smithy, root)
-    assert _git(root, "status", "--porcelain", "--untracked-files=all") == ""
+    assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
 
 
 @pytest.mark.parametrize("rerender_first", [False, True], ids=["render first", "rerender first"])
 def test_dropping_a_platform_takes_its_jobs_away_with_no_hand_deletion(conda_smithy: Smithy, tmp_path: Path,
                                                                        rerender_first: bool) -> None:
-    root = _clean_copy(tmp_path)
+    root = clean_copy(tmp_path)
     _drop(root, r"^  win-64:\n")
     _drop(root, r"^        win-64: .*\n")
     _drop(root, r"^  win: namespace-profile.*\n")

@@ -17,7 +17,7 @@ import pytest
 from conftest import CONFIG, REPO
 from feedstock.reader import version_tuple
 from support.smithy import Smithy
-from test_conda_smithy import _clean_copy, _git
+from support.clean_clone import clean_copy, git
 
 def _without_first_architecture() -> tuple[str, str]:
     """The newest listed CUDA's win-64 list, as the config writes it, and the same list less its first entry."""
@@ -113,26 +113,26 @@ def test_the_changes_that_need_only_a_render_leave_the_rerender_nothing_to_do(co
                                                                                 tmp_path: Path) -> None:
     render_only = [key for key in CHANGES if readme_rows()[key] == "render"]
     assert len(render_only) >= 10
-    root = _clean_copy(tmp_path)
+    root = clean_copy(tmp_path)
     _apply(root, render_only)
     assert _render(root).returncode == 0
-    _git(root, "add", "--all")
-    _git(root, "commit", "--quiet", "-m", "config changes")
+    git(root, "add", "--all")
+    git(root, "commit", "--quiet", "-m", "config changes")
     result = conda_smithy.rerender(root)
     assert result.returncode == 0, result.stderr[-4000:]
-    assert _git(root, "status", "--porcelain", "--untracked-files=all") == ""
+    assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
 
 
 @pytest.mark.parametrize("key", ["platforms.<platform>.macos_sdk", "runners.<os>"])
 def test_a_change_the_rerender_follows_is_said_so(conda_smithy: Smithy, tmp_path: Path, key: str) -> None:
-    root = _clean_copy(tmp_path)
+    root = clean_copy(tmp_path)
     _apply(root, [key])
     assert _render(root).returncode == 0
     assert _render(root, "--check").returncode == 0
-    _git(root, "add", "--all")
-    _git(root, "commit", "--quiet", "-m", "config change")
+    git(root, "add", "--all")
+    git(root, "commit", "--quiet", "-m", "config change")
     result = conda_smithy.rerender(root)
     assert result.returncode == 0, result.stderr[-4000:]
-    changed = _git(root, "status", "--porcelain", "--untracked-files=all")
+    changed = git(root, "status", "--porcelain", "--untracked-files=all")
     assert ".ci_support/" in changed
     assert "rerender" in readme_rows()[key]

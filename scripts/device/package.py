@@ -278,12 +278,13 @@ def linking_findings(said: list[str]) -> list[str]:
 
 
 def user_environment(channels: list[str], prefix: Path) -> list[str]:
-    """`onnxruntime onnxruntime-ep-cuda` solved and installed by rattler, as a user's conda would."""
+    """`onnxruntime onnxruntime-ep-cuda` solved and installed by rattler, as a user's conda would, with onnx,
+    which the load test builds its model with."""
     import rattler  # noqa: PLC0415
     from rattler import VirtualPackage, VirtualPackageOverrides  # noqa: PLC0415
 
     virtual = VirtualPackage.detect(VirtualPackageOverrides.from_env())
-    records = asyncio.run(rattler.solve(sources=channels, specs=["onnxruntime", PLUGIN],
+    records = asyncio.run(rattler.solve(sources=channels, specs=["onnxruntime", PLUGIN, "onnx"],
                                         platforms=["linux-64", "noarch"], virtual_packages=virtual))
     shutil.rmtree(prefix, ignore_errors=True)
     asyncio.run(rattler.install(records, target_prefix=prefix, show_progress=False))
@@ -363,7 +364,9 @@ def main(argv: list[str]) -> int:
                 record["variant"] = {k: str(v) for k, v in rendered[0].variant.items()}
                 said = Said()
                 try:
-                    rendered[0].run_build(tool_config=ToolConfiguration(test_strategy="skip", compression_threads=os.cpu_count()),
+                    # keep_build: the work folder, with the build script's log and ninja's, outlives the build for the copies below
+                    rendered[0].run_build(tool_config=ToolConfiguration(test_strategy="skip", compression_threads=os.cpu_count(),
+                                                                        keep_build=True),
                                           output_dir=output, channels=[channel.as_uri()], no_build_id=True,
                                           progress_callback=said)
                 finally:

@@ -19,9 +19,10 @@ import pytest
 
 from conftest import CONFIG, FLOOR_CORE_VERSION, REPO
 from feedstock.architectures import NVCC_ARCHITECTURES, ort_cuda_architectures
+from feedstock.builds import what_each_job_builds
 from feedstock.ci_support import load_jobs
 from feedstock.files import TEMPORARY_SUFFIX
-from feedstock.inputs import load_config
+from feedstock.inputs import build_platforms, load_config
 from feedstock.reader import parse_yaml, version_tuple
 from rattler_render import render as rattler_render
 from rehearsal.sources import MIRROR_VARIABLE
@@ -511,6 +512,40 @@ def test_the_cpp_build_asks_for_the_configs_python_floor() -> None:
     outputs = parse_yaml((REPO / RECIPE).read_text(), RECIPE)["outputs"]
     (cpp,) = [output for output in outputs if "build_cpp" == output["build"]["script"]["file"]]
     assert f"python >={minimum}" in cpp["requirements"]["build"]
+
+
+def matrix_pythons(readme: str) -> dict[str, str]:
+    """The Python cell of each row of the README's build matrix, by job."""
+    section = readme.split("<!-- build matrix", 1)[1]
+    return dict(re.findall(r"(?m)^\| `([^`]+)` \| [^|]+ \| [^|]+ \| [^|]+ \| ([^|]+) \|$", section))
+
+
+def test_python_maximum_is_the_newest_python_built_and_the_matrix_says_so(feedstock: Path) -> None:
+    """python.maximum reaches the recipe's skip rules: rattler-build builds the Python package for each Python a
+    job offers from python.minimum to python.maximum, both included, and the README's matrix lists those."""
+    def version(python: str) -> tuple[int, ...]:
+        return version_tuple(python.removesuffix("t"))  # 3.14t, the free-threaded 3.14, is a 3.14
+
+    minimum = version_tuple(CONFIG.python.minimum)
+    in_range = sorted({p for job in load_jobs(REPO) for p in job.pythons if version(p) >= minimum}, key=version)
+    if len(in_range) < 2:
+        pytest.skip(f"the jobs offer {', '.join(in_range) or 'no'} Python from the minimum up: no ceiling to lower")
+    maximum = in_range[-2]
+    config = feedstock / "config" / "feedstock.yaml"
+    text = config.read_text()
+    floor = f'  minimum: "{CONFIG.python.minimum}"\n'
+    assert text.count(floor) == 1
+    config.write_text(text.replace(floor, f'{floor}  maximum: "{maximum}"\n'))
+    result = render(feedstock)
+    assert result.returncode == 0, result.stderr
+    jobs = load_jobs(feedstock)
+    built = what_each_job_builds(feedstock, (feedstock / RECIPE).read_text(), jobs, build_platforms(feedstock))
+    python_package = CONFIG.outputs.python.name
+    expected = {job.name: tuple(p for p in job.pythons if p in in_range[:-1])
+                for job in jobs if python_package in built[job.name]}
+    assert expected and {name: built[name][python_package] for name in expected} == expected
+    shown = matrix_pythons((feedstock / "README.md").read_text())
+    assert {name: shown[name] for name in expected} == {name: ", ".join(p) for name, p in expected.items()}
 
 
 def test_a_config_path_that_is_a_folder_is_one_line_and_exit_2(feedstock: Path) -> None:

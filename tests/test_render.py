@@ -298,6 +298,9 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         lambda t: t.replace('minimum: "3.11"', 'minimum: "3.20"'),
         f"python: the range 3.20 to the newest leaves out every Python the .ci_support jobs offer ({OFFERED}), so no "
         "Python package would be built"),
+    "a Python ceiling below the floor": (
+        lambda t: t.replace('  minimum: "3.11"\n', '  minimum: "3.11"\n  maximum: "3.10"\n'),
+        "python.maximum: 3.10 is below python.minimum 3.11"),
     "a build platform, which conda-forge.yml alone says": (
         lambda t: t.replace("  linux-aarch64:\n", "  linux-aarch64:\n    build_platform: linux-64\n"),
         "platforms.linux-aarch64.build_platform: unknown key"),

@@ -26,6 +26,7 @@ from feedstock.inputs import build_platforms, load_config
 from feedstock.reader import parse_yaml, version_tuple
 from rattler_render import render as rattler_render
 from rehearsal.sources import MIRROR_VARIABLE
+from support.config_edits import drop_cuda_version, drop_win_64
 from support.tree import snapshot
 from support.yaml_files import read_yaml
 
@@ -549,6 +550,33 @@ def test_python_maximum_is_the_newest_python_built_and_the_matrix_says_so(feedst
     assert expected and {name: built[name][python_package] for name in expected} == expected
     shown = matrix_pythons((feedstock / "README.md").read_text())
     assert {name: shown[name] for name in expected} == {name: ", ".join(p) for name, p in expected.items()}
+
+
+def _oldest_listed_cuda(root: Path) -> str:
+    listed = sorted(CONFIG.cuda.versions, key=version_tuple)
+    if len(listed) < 2:
+        pytest.skip(f"cuda.versions lists one CUDA version ({listed[0]}): dropping it would leave no plugin")
+    drop_cuda_version(root, listed[0])
+    return f"cuda_compiler_version{listed[0]}"
+
+
+def _win_64(root: Path) -> str:
+    drop_win_64(root)
+    return "win_64_"
+
+
+@pytest.mark.parametrize("drop", [_oldest_listed_cuda, _win_64], ids=["a CUDA version", "a platform"])
+def test_the_jobs_of_what_the_config_drops_build_nothing_in_the_matrix_until_the_rerender(
+        feedstock: Path, drop: Callable[[Path], str]) -> None:
+    """Before conda-smithy removes their jobs, the matrix says what rattler-build makes of the recipe with them:
+    nothing, and the summary counts only the jobs that build."""
+    marker = drop(feedstock)
+    assert render(feedstock).returncode == 0
+    readme = (feedstock / "README.md").read_text()
+    jobs = [job.name for job in load_jobs(feedstock)]
+    dropped = [job for job in jobs if marker in job]
+    assert dropped and [job for job in dropped if f"| `{job}` | nothing: the recipe skips it" not in readme] == []
+    assert f"\n\n{len(jobs) - len(dropped)} jobs. A release costs " in readme
 
 
 def test_a_config_path_that_is_a_folder_is_one_line_and_exit_2(feedstock: Path) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import CONFIG, SHARED
 from feedstock.ci_support import migrated_cuda_versions
+from feedstock.inputs import build_platforms
 from feedstock.reader import version_tuple
 from feedstock.architectures import number
 from rattler_render import render as rattler_render
@@ -74,7 +75,7 @@ def plugin_architectures(root: Path, job: str) -> str:
     """CUDA_ARCHITECTURES as rattler-build evaluates the recipe for one .ci_support job."""
     variants = read_yaml(root / ".ci_support" / job)
     platform = variants["target_platform"][0]
-    build = "linux-64" if platform.startswith("linux") else platform
+    build = build_platforms(root).get(platform, platform)
     (architectures,) = {r.recipe["build"]["script"]["env"]["CUDA_ARCHITECTURES"]
                         for r in rattler_render(root / "recipe" / "recipe.yaml", variants, platform, build)
                         if r.name == "onnxruntime-ep-cuda"}

@@ -776,7 +776,7 @@ def evaluated_architectures(root: Path) -> dict[str, str]:
     for job in sorted((root / ".ci_support").glob("*cuda_compiler_version1*.yaml")):
         variants = read_yaml(job)
         platform = variants["target_platform"][0]
-        build = "linux-64" if platform.startswith("linux") else platform
+        build = build_platforms(root).get(platform, platform)
         (found[job.stem],) = {r.recipe["build"]["script"]["env"]["CUDA_ARCHITECTURES"]
                               for r in rattler_render(root / RECIPE, variants, platform, build)
                               if r.name == CONFIG.outputs.plugin.name}

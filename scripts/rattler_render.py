@@ -40,3 +40,11 @@ def render(recipe: Path, variants: dict[str, Any], target_platform: str, build_p
         results.append(Rendered(stage1["package"]["name"], stage1["build"]["string"],
                                 {k: str(v) for k, v in variant.variant.items()}, stage1))
     return results
+
+
+def render_text(recipe: str, variants: dict[str, Any], target_platform: str, build_platform: str) -> list[Rendered]:
+    """render() of a recipe's text, which need not be written anywhere yet."""
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch, "recipe.yaml")
+        path.write_text(recipe, encoding="utf-8")
+        return render(path, variants, target_platform, build_platform)

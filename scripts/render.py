@@ -24,7 +24,7 @@ import bootstrap  # noqa: E402
 
 bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
-from feedstock import architectures, ci_support, files, hand_edits, inputs, rendering  # noqa: E402
+from feedstock import architectures, builds, ci_support, files, hand_edits, inputs, rendering  # noqa: E402
 from feedstock.errors import InputError, Problem  # noqa: E402
 from rehearsal.sources import at_hand  # noqa: E402
 
@@ -60,8 +60,10 @@ def generate(root: Path) -> list[rendering.GeneratedFile]:
     problems = [Problem(migration, "cuda_compiler_version", architectures.missing_list(version, listed))
                 for migration, versions in ci_support.migrated_cuda_versions(root).items()
                 for version in versions if version not in config.cuda_lists.by_version]
-    offered = rendering.offered_pythons(config, jobs)
-    if offered and not [p for p in offered if rendering.python_is_built(config, p)]:
+    recipe = rendering.render_recipe(config, bot)
+    built = builds.what_each_job_builds(root, recipe, jobs, inputs.build_platforms(root))
+    offered = sorted({python for job in jobs for python in job.pythons})
+    if offered and not any(config.outputs.python.name in packages for packages in built.values()):
         problems.append(Problem(inputs.CONFIG, "python", f"the range {config.python.minimum} to "
                                 f"{config.python.maximum or 'the newest'} leaves out every Python the .ci_support "
                                 f"jobs offer ({', '.join(offered)}), so no Python package would be built"))
@@ -69,7 +71,7 @@ def generate(root: Path) -> list[rendering.GeneratedFile]:
         raise InputError.of(problems)
     readme_path = root / rendering.README
     readme = readme_path.read_text(encoding="utf-8") if readme_path.exists() else ""
-    return rendering.render_all(config, bot, jobs, readme)
+    return rendering.render_all(config, recipe, jobs, built, readme)
 
 
 def lost_hand_edits(root: Path, change: files.Plan) -> dict[str, list[str]]:

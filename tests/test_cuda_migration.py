@@ -16,12 +16,14 @@ import pytest
 
 from conftest import CONFIG, SHARED
 from feedstock.ci_support import migrated_cuda_versions
+from feedstock.inputs import build_platforms
 from feedstock.reader import version_tuple
 from feedstock.architectures import number
 from rattler_render import render as rattler_render
 from support.smithy import Smithy
 from support.yaml_files import read_yaml
 from support.clean_clone import clean_copy, git
+from support.config_edits import drop_cuda_version, drop_win_64
 
 # The newest nvcc on PyPI: a CUDA version the config does not list, which the rule derives a list for.
 MIGRATED = "13.5"
@@ -73,7 +75,7 @@ def plugin_architectures(root: Path, job: str) -> str:
     """CUDA_ARCHITECTURES as rattler-build evaluates the recipe for one .ci_support job."""
     variants = read_yaml(root / ".ci_support" / job)
     platform = variants["target_platform"][0]
-    build = "linux-64" if platform.startswith("linux") else platform
+    build = build_platforms(root).get(platform, platform)
     (architectures,) = {r.recipe["build"]["script"]["env"]["CUDA_ARCHITECTURES"]
                         for r in rattler_render(root / "recipe" / "recipe.yaml", variants, platform, build)
                         if r.name == "onnxruntime-ep-cuda"}
@@ -126,13 +128,6 @@ def test_a_migration_to_a_cuda_the_rule_cannot_derive_is_named_by_render(conda_s
             f"scripts/feedstock/architectures.py, and its list follows CUDA {LISTED}'s\n"))
 
 
-def _drop(root: Path, pattern: str, replacement: str = "") -> None:
-    config = root / "config" / "feedstock.yaml"
-    text, count = re.subn(pattern, replacement, config.read_text(), flags=re.MULTILINE)
-    assert count, pattern
-    config.write_text(text)
-
-
 def _sequence(smithy: Smithy, root: Path) -> list[tuple[str, int, str]]:
     """The README's sequence after a change that moves the matrix: render, rerender, render."""
     steps = []
@@ -153,7 +148,7 @@ def test_dropping_a_cuda_version_takes_its_jobs_away_with_no_hand_deletion(conda
     dropped = listed[0]
     root = clean_copy(tmp_path)
     before = {v for _, v in cuda_jobs(root).values()}
-    _drop(root, rf'^    "{re.escape(dropped)}":\n(?:(?:      |        |        #).*\n)+')
+    drop_cuda_version(root, dropped)
     assert [code for _, code, _ in _sequence(conda_smithy, root)] == [0, 0, 0]
     assert {v for _, v in cuda_jobs(root).values()} == before - {dropped}
     assert f"| {dropped} |" not in (root / "README.md").read_text().split("<!-- build matrix")[1]
@@ -168,10 +163,7 @@ def test_dropping_a_cuda_version_takes_its_jobs_away_with_no_hand_deletion(conda
 def test_dropping_a_platform_takes_its_jobs_away_with_no_hand_deletion(conda_smithy: Smithy, tmp_path: Path,
                                                                        rerender_first: bool) -> None:
     root = clean_copy(tmp_path)
-    _drop(root, r"^  win-64:\n")
-    _drop(root, r"^        win-64: .*\n")
-    _drop(root, r"^  win: namespace-profile.*\n")
-    _drop(root, r"^    - \{dep: microsoft_wil.*\n")
+    drop_win_64(root)
     if rerender_first:
         # the recipe still builds win-64, so its jobs stay; the render then says they will go
         rerender(conda_smithy, root)

@@ -89,11 +89,13 @@ def test_the_cpu_outputs_build_exactly_in_the_one_cpu_config_of_each_platform(fe
         assert set(configs_building(feedstock, output)) == cpu_configs, output
 
 
-def test_the_python_package_is_built_once_per_python_from_the_config_minimum(feedstock: Feedstock) -> None:
+def test_the_python_package_is_built_once_per_python_in_the_configs_range(feedstock: Feedstock) -> None:
     minimum = version_tuple(CONFIG.python.minimum)
+    maximum = version_tuple(CONFIG.python.maximum) if CONFIG.python.maximum else None
     for name, built in configs_building(feedstock, CPU_OUTPUTS[1]).items():
         listed = [value.split(".*")[0] for value in feedstock.ci_support[name]["python"]]
-        expected = ["py" + v.replace(".", "") for v in listed if version_tuple(v) >= minimum]
+        expected = ["py" + v.replace(".", "") for v in listed
+                    if minimum <= version_tuple(v) and (maximum is None or version_tuple(v) <= maximum)]
         assert sorted(b.build_string.split("h")[0] for b in built) == sorted(expected), name
         assert all(b.build_string.endswith("_cpu") for b in built)
 

@@ -1,4 +1,4 @@
-"""The generator: determinism, --check, the bot's edits, hand edits, bad input, its bootstrap, speed."""
+"""The generator: determinism, --check, the bot's edits, hand edits, bad input, its bootstrap, what it runs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -20,11 +19,14 @@ import pytest
 
 from conftest import CONFIG, FLOOR_CORE_VERSION, REPO
 from feedstock.architectures import NVCC_ARCHITECTURES, ort_cuda_architectures
+from feedstock.builds import what_each_job_builds
 from feedstock.ci_support import load_jobs
-from feedstock.inputs import load_config
-from feedstock.rendering import offered_pythons
+from feedstock.files import TEMPORARY_SUFFIX
+from feedstock.inputs import build_platforms, load_config
 from feedstock.reader import parse_yaml, version_tuple
 from rattler_render import render as rattler_render
+from rehearsal.sources import MIRROR_VARIABLE
+from support.config_edits import drop_cuda_version, drop_win_64
 from support.tree import snapshot
 from support.yaml_files import read_yaml
 
@@ -199,7 +201,8 @@ CONFIG_ERROR = "config/feedstock.yaml: "
 # the newest CUDA version the config lists, whose list the cases below edit
 CUDA = max(CONFIG.cuda.versions, key=version_tuple)
 ACCEPTED = ", ".join(map(str, NVCC_ARCHITECTURES[CUDA]))
-OFFERED = ", ".join(offered_pythons(CONFIG, load_jobs(REPO)))
+# every Python the .ci_support jobs list (conda-smithy writes the same list into each)
+OFFERED = ", ".join(sorted({python for job in load_jobs(REPO) for python in job.pythons}))
 # the listed CUDA versions the .ci_support jobs build (the pinning may offer fewer than the config lists)
 BUILT_LISTED = sorted({job.cuda_version for job in load_jobs(REPO)} & set(CONFIG.cuda.versions), key=version_tuple)
 BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
@@ -296,6 +299,9 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         lambda t: t.replace('minimum: "3.11"', 'minimum: "3.20"'),
         f"python: the range 3.20 to the newest leaves out every Python the .ci_support jobs offer ({OFFERED}), so no "
         "Python package would be built"),
+    "a Python ceiling below the floor": (
+        lambda t: t.replace('  minimum: "3.11"\n', '  minimum: "3.11"\n  maximum: "3.10"\n'),
+        "python.maximum: 3.10 is below python.minimum 3.11"),
     "a build platform, which conda-forge.yml alone says": (
         lambda t: t.replace("  linux-aarch64:\n", "  linux-aarch64:\n    build_platform: linux-64\n"),
         "platforms.linux-aarch64.build_platform: unknown key"),
@@ -415,15 +421,32 @@ def test_an_interpreter_with_other_versions_than_the_pins_is_not_used(tmp_path: 
     assert bootstrap.unmet_pins(requirements) == [f"pyyaml==0.0.1 (found {importlib.metadata.version('pyyaml')})"]
 
 
+# Put on PYTHONPATH, this logs to $AUDIT_LOG every process a render starts and every connection it opens.
+AUDIT = """import os, sys
+_WATCHED = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "socket.connect",
+            "socket.getaddrinfo")
+def _log(event, args):
+    if event in _WATCHED:
+        with open(os.environ["AUDIT_LOG"], "a") as log:
+            print(event, repr(args)[:200], file=log)
+sys.addaudithook(_log)
+"""
+
+
 @pytest.mark.parametrize("args", [(), ("--check",)])
-def test_render_takes_under_a_second(feedstock: Path, args: tuple[str, ...]) -> None:
-    timings = []
-    for _ in range(5):
-        start = time.perf_counter()
-        result = render(feedstock, *args)
-        timings.append(time.perf_counter() - start)
-        assert result.returncode == 0
-    assert statistics.median(timings) < 1.0, timings
+def test_a_render_starts_no_process_and_opens_no_connection(feedstock: Path, tmp_path: Path,
+                                                             args: tuple[str, ...]) -> None:
+    """Without ONNX Runtime's source at hand (which brings CMake in), a render is the Python that reads its
+    inputs and asks rattler-build's engine in-process: nothing to install, download or wait for."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(AUDIT)
+    log = tmp_path / "audit.log"
+    # an empty mirror variable says no mirror folder; the copy has no download of the source in its .cache/
+    result = render(feedstock, *args, env={**os.environ, MIRROR_VARIABLE: "", "PYTHONPATH": str(hooks),
+                                           "AUDIT_LOG": str(log)})
+    assert result.returncode == 0, result.stderr
+    assert not log.exists() or log.read_text().splitlines() == []
 
 
 def test_a_readme_without_its_markers_is_named_and_left_alone(feedstock: Path) -> None:
@@ -495,6 +518,67 @@ def test_the_cpp_build_asks_for_the_configs_python_floor() -> None:
     assert f"python >={minimum}" in cpp["requirements"]["build"]
 
 
+def matrix_pythons(readme: str) -> dict[str, str]:
+    """The Python cell of each row of the README's build matrix, by job."""
+    section = readme.split("<!-- build matrix", 1)[1]
+    return dict(re.findall(r"(?m)^\| `([^`]+)` \| [^|]+ \| [^|]+ \| [^|]+ \| ([^|]+) \|$", section))
+
+
+def test_python_maximum_is_the_newest_python_built_and_the_matrix_says_so(feedstock: Path) -> None:
+    """python.maximum reaches the recipe's skip rules: rattler-build builds the Python package for each Python a
+    job offers from python.minimum to python.maximum, both included, and the README's matrix lists those."""
+    def version(python: str) -> tuple[int, ...]:
+        return version_tuple(python.removesuffix("t"))  # 3.14t, the free-threaded 3.14, is a 3.14
+
+    minimum = version_tuple(CONFIG.python.minimum)
+    in_range = sorted({p for job in load_jobs(REPO) for p in job.pythons if version(p) >= minimum}, key=version)
+    if len(in_range) < 2:
+        pytest.skip(f"the jobs offer {', '.join(in_range) or 'no'} Python from the minimum up: no ceiling to lower")
+    maximum = in_range[-2]
+    config = feedstock / "config" / "feedstock.yaml"
+    text = config.read_text()
+    floor = f'  minimum: "{CONFIG.python.minimum}"\n'
+    assert text.count(floor) == 1
+    config.write_text(text.replace(floor, f'{floor}  maximum: "{maximum}"\n'))
+    result = render(feedstock)
+    assert result.returncode == 0, result.stderr
+    jobs = load_jobs(feedstock)
+    built = what_each_job_builds(feedstock, (feedstock / RECIPE).read_text(), jobs, build_platforms(feedstock))
+    python_package = CONFIG.outputs.python.name
+    expected = {job.name: tuple(p for p in job.pythons if p in in_range[:-1])
+                for job in jobs if python_package in built[job.name]}
+    assert expected and {name: built[name][python_package] for name in expected} == expected
+    shown = matrix_pythons((feedstock / "README.md").read_text())
+    assert {name: shown[name] for name in expected} == {name: ", ".join(p) for name, p in expected.items()}
+
+
+def _oldest_listed_cuda(root: Path) -> str:
+    listed = sorted(CONFIG.cuda.versions, key=version_tuple)
+    if len(listed) < 2:
+        pytest.skip(f"cuda.versions lists one CUDA version ({listed[0]}): dropping it would leave no plugin")
+    drop_cuda_version(root, listed[0])
+    return f"cuda_compiler_version{listed[0]}"
+
+
+def _win_64(root: Path) -> str:
+    drop_win_64(root)
+    return "win_64_"
+
+
+@pytest.mark.parametrize("drop", [_oldest_listed_cuda, _win_64], ids=["a CUDA version", "a platform"])
+def test_the_jobs_of_what_the_config_drops_build_nothing_in_the_matrix_until_the_rerender(
+        feedstock: Path, drop: Callable[[Path], str]) -> None:
+    """Before conda-smithy removes their jobs, the matrix says what rattler-build makes of the recipe with them:
+    nothing, and the summary counts only the jobs that build."""
+    marker = drop(feedstock)
+    assert render(feedstock).returncode == 0
+    readme = (feedstock / "README.md").read_text()
+    jobs = [job.name for job in load_jobs(feedstock)]
+    dropped = [job for job in jobs if marker in job]
+    assert dropped and [job for job in dropped if f"| `{job}` | nothing: the recipe skips it" not in readme] == []
+    assert f"\n\n{len(jobs) - len(dropped)} jobs. A release costs " in readme
+
+
 def test_a_config_path_that_is_a_folder_is_one_line_and_exit_2(feedstock: Path) -> None:
     config = feedstock / "config" / "feedstock.yaml"
     config.unlink()
@@ -519,20 +603,38 @@ def _limit_file_size() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
 
 
-def test_a_write_that_fails_names_the_file_and_leaves_the_tree_and_no_staged_file(feedstock: Path) -> None:
+# Put on PYTHONPATH, this makes the disk full (as _limit_file_size does) once a render stages its first file beside
+# its target, after the copy of the recipe it has rattler-build read is written.
+FULL_ONCE_STAGING = f"""import resource, tempfile
+def _mkstemp(*args, _mkstemp=tempfile.mkstemp, **kwargs):
+    if kwargs.get("suffix") == "{TEMPORARY_SUFFIX}":
+        resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+    return _mkstemp(*args, **kwargs)
+tempfile.mkstemp = _mkstemp
+"""
+
+
+@pytest.mark.parametrize(("full_from", "said"), [
+    ("staging", "cannot write (File too large); nothing was changed"),
+    ("start", "cannot write the copy rattler-build reads (File too large); nothing was changed"),
+], ids=["the tree", "the copy rattler-build reads"])
+def test_a_write_that_fails_names_the_file_and_leaves_the_tree_and_no_staged_file(
+        feedstock: Path, tmp_path: Path, full_from: str, said: str) -> None:
     config = feedstock / "config" / "feedstock.yaml"
     config.write_text(re.sub(r"(?m)^  as: \w+$", "  as: constraint", config.read_text()))  # the recipe changes
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(FULL_ONCE_STAGING)
     before = snapshot(feedstock)
     result = subprocess.run([sys.executable, str(feedstock / "scripts" / "render.py")], capture_output=True,
-                            text=True, stdin=subprocess.DEVNULL, timeout=120, preexec_fn=_limit_file_size)
-    assert (result.returncode, result.stderr) == (
-        2, "recipe/recipe.yaml: (file): cannot write (File too large); nothing was changed\n")
+                            text=True, stdin=subprocess.DEVNULL, timeout=120,
+                            **({"env": {**os.environ, "PYTHONPATH": str(hooks)}} if full_from == "staging"
+                               else {"preexec_fn": _limit_file_size}))
+    assert (result.returncode, result.stderr) == (2, f"recipe/recipe.yaml: (file): {said}\n")
     assert snapshot(feedstock) == before
 
 
 def test_what_an_interrupted_render_left_is_git_ignored_and_removed_by_the_next(feedstock: Path) -> None:
-    from feedstock.files import TEMPORARY_SUFFIX
-
     # what a render killed between staging and swapping leaves beside its targets
     leftovers = [f"recipe/.recipe.yaml.k3j9x2{TEMPORARY_SUFFIX}", f".README.md.p0q8z1{TEMPORARY_SUFFIX}",
                  f"recipe/ep-plugins/unix/.onnxruntime-ep-cuda.json.a1b2c3{TEMPORARY_SUFFIX}"]
@@ -616,7 +718,6 @@ def test_a_render_stopped_while_it_swaps_its_files_in_leaves_the_new_tree(feedst
 def test_where_signals_cannot_be_masked_a_render_writes_its_files_and_leaves_no_staged_one(
         feedstock: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import render as generator
-    from feedstock.files import TEMPORARY_SUFFIX
 
     monkeypatch.delattr(signal, "pthread_sigmask")  # as on Windows
     shutil.rmtree(feedstock / "recipe" / "ep-plugins")
@@ -675,7 +776,7 @@ def evaluated_architectures(root: Path) -> dict[str, str]:
     for job in sorted((root / ".ci_support").glob("*cuda_compiler_version1*.yaml")):
         variants = read_yaml(job)
         platform = variants["target_platform"][0]
-        build = "linux-64" if platform.startswith("linux") else platform
+        build = build_platforms(root).get(platform, platform)
         (found[job.stem],) = {r.recipe["build"]["script"]["env"]["CUDA_ARCHITECTURES"]
                               for r in rattler_render(root / RECIPE, variants, platform, build)
                               if r.name == CONFIG.outputs.plugin.name}

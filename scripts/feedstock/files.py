@@ -80,8 +80,8 @@ def locked(root: Path) -> Iterator[None]:
     """Hold the tree's render lock: renders run one at a time, so that none reads a file another is swapping
     in, or removes another's staged files as leftovers. The system drops the lock when the process ends.
 
-    The standard library's locks, not a package's: a whole-file lock held for under a second is all a
-    render needs, and one more pinned package would rebuild every checkout's .venv/."""
+    The standard library's locks, not a package's: a whole-file lock held for the second or two a
+    render takes is all it needs, and one more pinned package would rebuild every checkout's .venv/."""
     fd = None
     try:
         fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)

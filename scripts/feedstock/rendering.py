@@ -11,6 +11,7 @@ import jinja2
 
 from . import hand_edits
 from .architectures import number, ort_cuda_architectures
+from .builds import Builds
 from .ci_support import CiJob
 from .errors import InputError
 from .inputs import OUTPUT_KEYS, RECIPE, BotFields, Config
@@ -144,30 +145,6 @@ def python_skips(config: Config) -> list[str]:
     return specs
 
 
-def python_is_built(config: Config, python: str) -> bool:
-    """What the recipe's python_skips leave: `3.12` (or free-threaded `3.14t`) is built when it lies in the
-    config's range."""
-    version = version_tuple(python.removesuffix("t"))
-    below = version < version_tuple(config.python.minimum)
-    above = config.python.maximum is not None and version > version_tuple(config.python.maximum)
-    return not below and not above
-
-
-def outputs_built(config: Config, job: CiJob) -> tuple[str, ...]:
-    """The recipe's skip rules: the plugin only for a CUDA version with an architecture list, the CPU outputs
-    only without CUDA, nothing on a platform the config does not list."""
-    if job.platform not in config.platforms:
-        return ()
-    if job.cuda_version is None:
-        return ("cpp", "python")
-    return ("plugin",) if config.cuda_lists.get(job.cuda_version, job.platform) else ()
-
-
-def offered_pythons(config: Config, jobs: list[CiJob]) -> list[str]:
-    """Every Python the jobs that build the Python package offer, whether or not the config's range takes it."""
-    return sorted({p for job in jobs if "python" in outputs_built(config, job) for p in job.pythons})
-
-
 def plugin_manifest(config: Config, family: str) -> str:
     plugin = config.outputs.plugin
     manifest = {
@@ -222,30 +199,29 @@ def render_variants(config: Config) -> str:
     return _environment().get_template(Path(VARIANTS_TEMPLATE).name).render(command=COMMAND, config=config)
 
 
-def render_matrix_table(config: Config, jobs: list[CiJob]) -> str:
-    """The jobs conda-smithy wrote and what each builds. Nothing here depends on the version or the build
-    number, which the autotick bot changes without running a render."""
+def render_matrix_table(config: Config, jobs: list[CiJob], builds: dict[str, Builds]) -> str:
+    """The jobs conda-smithy wrote and what rattler-build says each builds (builds.py). Nothing here depends on
+    the version or the build number, which the autotick bot changes without running a render."""
     rows = ["| `.ci_support` config | builds | CUDA | GPU architectures (SASS; PTX for the last) | Python |",
             "|---|---|---|---|---|"]
     names = {key: getattr(config.outputs, key).name for key in OUTPUT_KEYS}
-    built = {job.name: outputs_built(config, job) for job in jobs}
-    pythons = {job.name: [p for p in job.pythons if python_is_built(config, p)] if "python" in built[job.name]
-               else [] for job in jobs}
-    archs = {job.name: config.cuda_lists.get(job.cuda_version, job.platform) or () if "plugin" in built[job.name]
-             else () for job in jobs}
+    built = {job.name: builds[job.name] for job in jobs}
+    pythons = {job.name: built[job.name].get(names["python"], ()) for job in jobs}
+    archs = {job.name: config.cuda_lists.get(job.cuda_version, job.platform) or ()
+             if names["plugin"] in built[job.name] else () for job in jobs}
     for job in jobs:
         derived = config.cuda_lists.derived_from.get(job.cuda_version or "")
         rows.append(" | ".join([
             f"| `{job.name}`",
-            ", ".join(f"`{names[o]}`" for o in built[job.name])
+            ", ".join(f"`{name}`" for name in built[job.name])
             or "nothing: the recipe skips it, and `conda-smithy rerender` removes this job",
             job.cuda_version or "—",
             " ".join(a.removesuffix("-real") for a in archs[job.name]) + (f" (from {derived}'s)" if derived else "")
             if archs[job.name] else "—",
             ", ".join(pythons[job.name]) or "—",
         ]) + " |")
-    cuda_jobs = [job for job in jobs if "plugin" in built[job.name]]
-    cpu_jobs = [job for job in jobs if "cpp" in built[job.name]]
+    cuda_jobs = [job for job in jobs if names["plugin"] in built[job.name]]
+    cpu_jobs = [job for job in jobs if names["cpp"] in built[job.name]]
     summary = (
         f"{len(cuda_jobs) + len(cpu_jobs)} jobs. A release costs "
         f"{len(cuda_jobs)} CUDA compilations of the plugin "
@@ -267,12 +243,14 @@ def splice_readme(current: str, table: str) -> str:
     return current[:start] + table + current[end + len(MATRIX_END):]
 
 
-def render_all(config: Config, bot: BotFields, jobs: list[CiJob], readme: str) -> list[GeneratedFile]:
+def render_all(config: Config, recipe: str, jobs: list[CiJob], builds: dict[str, Builds],
+               readme: str) -> list[GeneratedFile]:
+    """Every generated file, from the recipe's text (render_recipe) and what each job builds with it."""
     others = {VARIANTS: render_variants(config)}
     others |= {f"recipe/ep-plugins/{family}/{config.outputs.plugin.name}.json": plugin_manifest(config, family)
                for family in ("unix", "win")}
     others[HELPER_MANIFEST] = plugin_manifest(config, "unix")
-    files = [GeneratedFile(RECIPE, hand_edits.stamp(render_recipe(config, bot), others))]
+    files = [GeneratedFile(RECIPE, hand_edits.stamp(recipe, others))]
     files += [GeneratedFile(path, text) for path, text in others.items()]
-    files.append(GeneratedFile(README, splice_readme(readme, render_matrix_table(config, jobs))))
+    files.append(GeneratedFile(README, splice_readme(readme, render_matrix_table(config, jobs, builds))))
     return files

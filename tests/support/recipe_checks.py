@@ -21,6 +21,7 @@ import jsonschema
 import referencing
 
 import rattler_render
+from feedstock.inputs import build_platforms
 
 from .yaml_files import read_yaml
 
@@ -69,8 +70,7 @@ class Feedstock:
         return {p.stem: read_yaml(p) for p in sorted((self.root / ".ci_support").glob("*.yaml"))}
 
     def build_platform(self, platform: str) -> str:
-        mapping = self.conda_forge_yml.get("build_platform") or {}
-        return {k.replace("_", "-", 1): v.replace("_", "-", 1) for k, v in mapping.items()}.get(platform, platform)
+        return build_platforms(self.root).get(platform, platform)
 
     @cached_property
     def built(self) -> list[Built]:

@@ -1,5 +1,5 @@
 # shellcheck shell=bash disable=SC2154  # target_platform comes from rattler-build
-# What every ONNX Runtime build in this recipe shares, written once: sourced by build_ep_cuda.sh,
+# What every ONNX Runtime build in this recipe shares, written once: sourced by
 # build_cpp.sh and build_python.sh. It appends to LDFLAGS on linux and defines the array
 # `ort_common_cmake_args`, with the arm64 and macOS options where they apply, and the function
 # `stop_here_if_rehearsed`; it runs nothing. cmake_common.bat is its Windows counterpart.

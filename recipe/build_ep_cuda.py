@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from cmake_common import configure, fail, is_windows, linker_flags, run, stop_here_if_rehearsed
+from cmake_common import configure, fail, is_windows, linker_flags, run, stop_here_if_rehearsed, target_platform
 
 # where cuda-cudart-dev, libcublas-dev and libcufft-dev put a linux target's CUDA headers and libraries
 CUDA_TARGETS = {"linux-64": "x86_64-linux", "linux-aarch64": "sbsa-linux"}
@@ -90,9 +90,9 @@ def plugin_cmake_args(env: Mapping[str, str]) -> list[str]:
         nvcc = env["BUILD_PREFIX"].replace("\\", "/") + "/Library/bin/nvcc.exe"
         platform_args = []
     else:
-        if env["target_platform"] not in CUDA_TARGETS:
-            fail(f"no CUDA target directory is known for {env['target_platform']}")
-        cuda_home = f"{env['PREFIX']}/targets/{CUDA_TARGETS[env['target_platform']]}"
+        if target_platform(env) not in CUDA_TARGETS:
+            fail(f"no CUDA target directory is known for {target_platform(env)}")
+        cuda_home = f"{env['PREFIX']}/targets/{CUDA_TARGETS[target_platform(env)]}"
         cudnn_home = env["PREFIX"]
         # the build machine's nvcc, also when cross-compiling
         nvcc = f"{env['BUILD_PREFIX']}/bin/nvcc"

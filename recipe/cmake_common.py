@@ -21,8 +21,13 @@ def fail(message: str) -> NoReturn:
     sys.exit(1)
 
 
+def target_platform(env: Mapping[str, str]) -> str:
+    """rattler-build's target_platform; Windows' os.environ spells every name in capitals."""
+    return env.get("target_platform") or env["TARGET_PLATFORM"]
+
+
 def is_windows(env: Mapping[str, str]) -> bool:
-    return env["target_platform"].startswith("win-")
+    return target_platform(env).startswith("win-")
 
 
 def run(command: Sequence[str], env: Mapping[str, str], cwd: str | Path | None = None) -> None:
@@ -49,7 +54,7 @@ def toolchain_cmake_args(env: Mapping[str, str]) -> list[str]:
 def linker_flags(env: Mapping[str, str]) -> str:
     """LDFLAGS for every build."""
     flags = env.get("LDFLAGS", "")
-    if env["target_platform"].startswith("linux-"):
+    if target_platform(env).startswith("linux-"):
         # A library that asks for an executable stack cannot be dlopened on hardened or newer-glibc
         # systems (conda-forge/ctng-compiler-activation-feedstock#143; conda-forge's onnxruntime sets it too)
         flags += " -Wl,-z,noexecstack"
@@ -58,7 +63,7 @@ def linker_flags(env: Mapping[str, str]) -> str:
 
 def ort_common_cmake_args(env: Mapping[str, str]) -> list[str]:
     """The CMake arguments every output's configure takes, with the platform's own at the end."""
-    platform = env["target_platform"]
+    platform = target_platform(env)
     args = [
         # upstream's warning set tracks upstream's CI compilers, not conda-forge's newer ones
         "--compile-no-warning-as-error",

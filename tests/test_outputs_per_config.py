@@ -107,13 +107,9 @@ def test_every_file_the_recipe_names_is_in_the_recipe_folder(feedstock: Feedstoc
     recipe_dir = REPO / "recipe"
     for output in feedstock.recipe["outputs"]:
         script = output["build"]["script"]["file"]
-        # every output builds on win-64 as well as on unix: one script for both (rattler-build picks its
-        # interpreter by the extension), or a .sh and a .bat
-        if Path(script).suffix:
-            assert (recipe_dir / script).is_file(), script
-        else:
-            assert (recipe_dir / f"{script}.sh").is_file(), script
-            assert (recipe_dir / f"{script}.bat").is_file(), script
+        # every output builds on win-64 as well as on unix, with one Python script (rattler-build picks the
+        # interpreter by the extension)
+        assert Path(script).suffix == ".py" and (recipe_dir / script).is_file(), script
         for test in output.get("tests", []):
             for name in (test.get("files") or {}).get("recipe", []):
                 assert (recipe_dir / name).exists(), (output["package"]["name"], name)

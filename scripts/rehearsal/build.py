@@ -39,7 +39,7 @@ PLATFORM_DEPENDENCIES = {"linux-aarch64": ("kleidiai",)}
 
 def dependencies(output: str, platform: str = BUILD_PLATFORM) -> tuple[str, ...]:
     """The deps.txt entries the output's configure takes on the platform. A cross build fetches no
-    test-only ones: its unit tests would have to run on the build machine (build_cpp.sh turns them off)."""
+    test-only ones: its unit tests would have to run on the build machine (build_cpp.py turns them off)."""
     taken = (*DEPENDENCIES[output], *PLATFORM_DEPENDENCIES.get(platform, ()))
     return taken if platform == BUILD_PLATFORM else tuple(d for d in taken if d not in TEST_ONLY_DEPENDENCIES)
 # How ORT's own sources include each dependency its CMake fetches: an object that includes one needs it
@@ -128,15 +128,12 @@ def _environment(report: Report, prefixes: Prefixes, rendered: dict[str, Any], s
 
 
 def _script_command(recipe_dir: Path, file: str, env: dict[str, str]) -> list[str]:
-    """How rattler-build runs the recipe's build script on unix: a Python one (build_*.py) with the first
-    `python` of the build prefix, the host prefix and the system PATH (rattler_build_script's interpreter
-    search), one without an extension as its .sh with bash."""
-    if file.endswith(".py"):
-        python = shutil.which("python", path=env["PATH"])
-        if python is None:
-            raise RehearsalError(f"no python in the build or host prefix or on PATH to run {file}")
-        return [python, str(recipe_dir / file)]
-    return ["bash", str(recipe_dir / f"{file}.sh")]
+    """How rattler-build runs the recipe's build script (build_*.py): with the first `python` of the build
+    prefix, the host prefix and the system PATH (rattler_build_script's interpreter search for .py)."""
+    python = shutil.which("python", path=env["PATH"])
+    if python is None:
+        raise RehearsalError(f"no python in the build or host prefix or on PATH to run {file}")
+    return [python, str(recipe_dir / file)]
 
 
 def _cmake_args(prefixes: Prefixes, sources: Sources) -> list[str]:

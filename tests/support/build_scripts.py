@@ -11,10 +11,12 @@ from support.fake_tools import FakeTools
 
 
 def run_build_script(script: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """A build script run by the interpreter rattler-build picks for its extension; a Python one with
-    warnings as errors, so that nothing it does only warns about passes here."""
-    interpreter = [sys.executable, "-W", "error"] if script.suffix == ".py" else ["bash"]
-    return subprocess.run([*interpreter, str(script)], env=env, capture_output=True, text=True,
+    """A build script run with Python, as rattler-build runs a .py script, with warnings as errors so that
+    nothing it does only warns about passes here. For a Windows target every name in the environment is in
+    capitals, as Windows' os.environ has them (target_platform too)."""
+    if env.get("target_platform", "").startswith("win-"):
+        env = {name.upper(): value for name, value in env.items()}
+    return subprocess.run([sys.executable, "-W", "error", str(script)], env=env, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=60)
 
 

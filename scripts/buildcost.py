@@ -254,7 +254,7 @@ POOLED_KINDS = {"SM90 FP4 MoE GEMM", "SM90 MoE GEMM", "fpA_intB GEMM launchers"}
 
 @dataclass
 class Sizing:
-    """A runner and the recipe's rule for how many compiles run at once (build_ep_cuda.sh)."""
+    """A runner and the recipe's rule for how many compiles run at once (build_ep_cuda.py's build_jobs)."""
     cores: int
     memory_gib: float
     build_jobs: int

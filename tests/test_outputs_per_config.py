@@ -4,6 +4,7 @@ where it builds and what it needs."""
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -60,8 +61,12 @@ def test_the_plugin_pins_cuda_version_to_its_config_and_needs_no_python(feedstoc
         version = cuda_version(feedstock, name)
         assert f"cuda-version =={version}" in plugin.requirements["host"]
         assert plugin.build_string.endswith("_cuda" + version.replace(".", ""))
-        for section in ("build", "host", "run"):
+        for section in ("host", "run"):
             assert not {"python", "numpy", "pybind11"} & names(plugin.requirements.get(section, [])), (name, section)
+        # the build script's interpreter alone, with a version, which keeps python out of the plugin's variants
+        build = plugin.requirements["build"]
+        assert not {"numpy", "pybind11"} & names(build), name
+        assert [spec for spec in build if spec.split()[0] == "python"] == [f"python >={CONFIG.python.minimum}"], name
 
 
 def test_the_plugin_needs_a_driver_and_cudnn_and_constrains_the_cores(feedstock: Feedstock) -> None:
@@ -104,9 +109,9 @@ def test_every_file_the_recipe_names_is_in_the_recipe_folder(feedstock: Feedstoc
     recipe_dir = REPO / "recipe"
     for output in feedstock.recipe["outputs"]:
         script = output["build"]["script"]["file"]
-        # every output builds on win-64 as well as on unix
-        assert (recipe_dir / f"{script}.sh").is_file(), script
-        assert (recipe_dir / f"{script}.bat").is_file(), script
+        # every output builds on win-64 as well as on unix, with one Python script (rattler-build picks the
+        # interpreter by the extension)
+        assert Path(script).suffix == ".py" and (recipe_dir / script).is_file(), script
         for test in output.get("tests", []):
             for name in (test.get("files") or {}).get("recipe", []):
                 assert (recipe_dir / name).exists(), (output["package"]["name"], name)

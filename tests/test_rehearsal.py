@@ -361,7 +361,7 @@ def test_the_aarch64_plugin_compiles_a_unit_for_thor_and_one_for_spark(aarch64_p
 
 
 def test_every_nvcc_command_of_the_aarch64_graph_names_the_cross_host_compiler(aarch64_plugin: dict) -> None:
-    """The graph carries nvcc's host compiler (build_ep_cuda.sh's CMAKE_CUDA_HOST_COMPILER), so no nvcc unit
+    """The graph carries nvcc's host compiler (build_ep_cuda.py's CMAKE_CUDA_HOST_COMPILER), so no nvcc unit
     depends on the activation's NVCC_PREPEND_FLAGS to compile for aarch64."""
     graph = (Path(aarch64_plugin["workdir"]) / "graph.txt").read_text().splitlines()
     nvcc = [c for c in graph if re.search(r"/bin/nvcc\s.*\s-c\s", c)]

@@ -514,7 +514,7 @@ def test_a_renamed_plugin_package_reaches_the_recipe_the_manifests_and_the_helpe
 def test_the_cpp_build_asks_for_the_configs_python_floor() -> None:
     minimum = CONFIG.python.minimum
     outputs = parse_yaml((REPO / RECIPE).read_text(), RECIPE)["outputs"]
-    (cpp,) = [output for output in outputs if "build_cpp" == output["build"]["script"]["file"]]
+    (cpp,) = [output for output in outputs if output["build"]["script"]["file"] == "build_cpp.py"]
     assert f"python >={minimum}" in cpp["requirements"]["build"]
 
 

@@ -108,7 +108,7 @@ dump_native_stacks() {
     done
 }
 
-# A cost run's environment for build_ep_cuda.sh, laid out by hand: SRC_DIR with the recipe's patches
+# A cost run's environment for build_ep_cuda.py, laid out by hand: SRC_DIR with the recipe's patches
 # applied, PREFIX and BUILD_PREFIX as conda's packages would lay them out, and the script's env from the
 # recipe (a cost run has no overrides: pack.py --cost)
 prepare_build() {
@@ -175,7 +175,7 @@ cudnn_dir() {
     python3 -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])'
 }
 
-# A cost run (pack.py --cost): build_ep_cuda.sh configures the plugin with the recipe's own settings and
+# A cost run (pack.py --cost): build_ep_cuda.py configures the plugin with the recipe's own settings and
 # stops before its build step, as in a rehearsal; buildcost.py then compiles a sample of the graph's nvcc
 # units, one piece per GPU target and one compile per core, until COST_END_S after the pipeline started.
 # Past that, the machine's 30 minutes leave room only for the measurement file's way back (README.md,
@@ -187,7 +187,7 @@ measure_cost() {
     prepare_build
     # shellcheck disable=SC2016  # expanded by the step's own shell
     run_step configure 600 env REHEARSAL_TARGETS_FILE="${targets}" \
-        bash -c 'cd "${SRC_DIR}" && exec bash "${RECIPE_DIR}/build_ep_cuda.sh"'
+        bash -c 'cd "${SRC_DIR}" && exec python3 "${RECIPE_DIR}/build_ep_cuda.py"'
     if [[ ! -f "${targets}" ]]; then
         note "pipeline: the configure step named no build targets, so nothing is measured (configure.log)"
         return 0

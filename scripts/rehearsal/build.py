@@ -2,7 +2,7 @@
 
 The script runs verbatim up to its build step: environment, CMake configure and all. There it stops,
 as every build script does when REHEARSAL_TARGETS_FILE names a file, and leaves in that file the targets
-the step would build (recipe/cmake_common.sh). The build step would take hours here, so instead the
+the step would build (recipe/cmake_common.py). The build step would take hours here, so instead the
 rehearsal records the full build graph of those targets (`ninja -t commands`, `ninja -t compdb`) and
 compiles a sample of their objects that covers each kind of translation unit. The report says what was
 sampled; a sample is not a build. The build folder is the one the recipe names (ORT_BUILD_DIR in its
@@ -33,13 +33,13 @@ _EVERY_BUILD = ("abseil_cpp", "date", "eigen", "flatbuffers", "json", "microsoft
                 "pytorch_cpuinfo", "re2", "safeint")
 DEPENDENCIES = {"onnxruntime-ep-cuda": (*_EVERY_BUILD, "cudnn_frontend", "cutlass"),
                 "onnxruntime-cpp": (*_EVERY_BUILD, "googletest"), "onnxruntime": (*_EVERY_BUILD, "dlpack")}
-# what each platform's configure takes besides: every arm64 build turns KleidiAI on (recipe/cmake_common.sh)
+# what each platform's configure takes besides: every arm64 build turns KleidiAI on (recipe/cmake_common.py)
 PLATFORM_DEPENDENCIES = {"linux-aarch64": ("kleidiai",)}
 
 
 def dependencies(output: str, platform: str = BUILD_PLATFORM) -> tuple[str, ...]:
     """The deps.txt entries the output's configure takes on the platform. A cross build fetches no
-    test-only ones: its unit tests would have to run on the build machine (build_cpp.sh turns them off)."""
+    test-only ones: its unit tests would have to run on the build machine (build_cpp.py turns them off)."""
     taken = (*DEPENDENCIES[output], *PLATFORM_DEPENDENCIES.get(platform, ()))
     return taken if platform == BUILD_PLATFORM else tuple(d for d in taken if d not in TEST_ONLY_DEPENDENCIES)
 # How ORT's own sources include each dependency its CMake fetches: an object that includes one needs it
@@ -125,6 +125,15 @@ def _environment(report: Report, prefixes: Prefixes, rendered: dict[str, Any], s
     env["CMAKE_ARGS"] = " ".join(cmake_args)
     env.update({k: str(v) for k, v in (rendered["build"].get("script", {}).get("env") or {}).items()})
     return env
+
+
+def _script_command(recipe_dir: Path, file: str, env: dict[str, str]) -> list[str]:
+    """How rattler-build runs the recipe's build script (build_*.py): with the first `python` of the build
+    prefix, the host prefix and the system PATH (rattler_build_script's interpreter search for .py)."""
+    python = shutil.which("python", path=env["PATH"])
+    if python is None:
+        raise RehearsalError(f"no python in the build or host prefix or on PATH to run {file}")
+    return [python, str(recipe_dir / file)]
 
 
 def _cmake_args(prefixes: Prefixes, sources: Sources) -> list[str]:
@@ -402,7 +411,7 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
     targets.unlink(missing_ok=True)
     env["REHEARSAL_TARGETS_FILE"] = str(targets)
     start = time.monotonic()
-    configure = subprocess.run(["bash", str(recipe_dir / f"{script['file']}.sh")], cwd=src, env=env,
+    configure = subprocess.run(_script_command(recipe_dir, script["file"], env), cwd=src, env=env,
                                stdout=log.open("w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     report.configure_seconds = round(time.monotonic() - start, 1)
     text = log.read_text(errors="replace")

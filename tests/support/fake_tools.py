@@ -1,5 +1,5 @@
 """Recording stand-ins for the programs the recipe's scripts call (cmake, ctest, python, nvidia-smi,
-a package's console scripts), first on PATH, so that a test runs a script and looks at what it did."""
+powershell, a package's console scripts), first on PATH, so that a test runs a script and looks at what it did."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 # Appends one JSON line per call to $FAKE_TOOL_LOG and answers the few questions the scripts ask
-# (`python -c ...`, `nvidia-smi -L`). The python stand-in hands the script named in $FAKE_PYTHON_RUNS to
-# the real interpreter.
+# (`python -c ...`, `nvidia-smi -L`, PowerShell's free memory in KiB: $FAKE_FREE_MEMORY_KIB). The python
+# stand-in hands the script named in $FAKE_PYTHON_RUNS to the real interpreter.
 FAKE_TOOL = """#!{python}
 import json, os, sys
 
@@ -21,6 +21,8 @@ with open(os.environ["FAKE_TOOL_LOG"], "a") as log:
                            "env": {{name: os.environ.get(name) for name in watched}}}}) + "\\n")
 if tool == "nvidia-smi":
     print(os.environ.get("FAKE_GPU_LIST", ""))
+elif tool == "powershell":
+    print(os.environ.get("FAKE_FREE_MEMORY_KIB", ""))
 elif args[:1] == ["-c"] and "ctypes" in args[1]:
     sys.exit(0 if os.environ.get("FAKE_DRIVER") == "1" else 1)
 elif args[:1] == ["-c"]:

@@ -24,12 +24,17 @@ import shlex
 import signal
 import subprocess
 import threading
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ninja_graph import order_deps, target_compiles
+
+# the recipe's own rule for how many compiles run at once, from the plugin's build script
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipe"))
+from build_ep_cuda import KIB_PER_GB, build_jobs  # noqa: E402
 
 # (kind, a pattern its source paths match): the first kind that matches a unit is its kind. The
 # paths are ONNX Runtime's at 1.30.0; a unit that matches none stops `classify`, so a new family
@@ -259,12 +264,14 @@ class Sizing:
     memory_gib: float
     build_jobs: int
     nvcc_threads: int
-    gb_per_thread: float
+    gb_per_thread: int
     pool_jobs: int  # of them, the most that compile POOLED_KINDS
 
     @property
     def jobs(self) -> int:
-        return max(1, min(self.build_jobs, self.cores, int(self.memory_gib // (self.nvcc_threads * self.gb_per_thread))))
+        env = {"CUDA_BUILD_JOBS": str(self.build_jobs), "CPU_COUNT": str(self.cores),
+               "NVCC_THREADS": str(self.nvcc_threads), "NVCC_GB_PER_THREAD": str(self.gb_per_thread)}
+        return build_jobs(env, int(self.memory_gib * KIB_PER_GB))
 
 
 def _number(target: str) -> int:

@@ -29,43 +29,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bootstrap  # noqa: E402
 
-bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt")
+bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
 from feedstock.ci_support import load_jobs  # noqa: E402
 from feedstock.errors import InputError  # noqa: E402
 from feedstock.inputs import load_config  # noqa: E402
-from feedstock.reader import load_yaml  # noqa: E402
-from rattler_render import render  # noqa: E402
+from rehearsal import RehearsalError  # noqa: E402
 from rehearsal.build import DEPENDENCIES, dependencies, rehearse  # noqa: E402
-from rehearsal.prefixes import BUILD_PLATFORM, PLATFORMS, RehearsalError, load_standins  # noqa: E402
+from rehearsal.evaluate import evaluate  # noqa: E402
+from rehearsal.prefixes import BUILD_PLATFORM, PLATFORMS, load_standins  # noqa: E402
 from rehearsal.sources import SourcesUnavailable, WrongHash, locate  # noqa: E402
-
-def variant_lists(feedstock: Path, cuda: str | None, python: str | None, platform: str = BUILD_PLATFORM) -> dict:
-    """The platform's .ci_support file for this CUDA version (None: the CPU one), one Python kept."""
-    wanted = f"cuda_compiler_version{cuda or 'None'}"
-    files = [f for f in sorted((feedstock / ".ci_support").glob(f"{platform.replace('-', '_')}_*.yaml")) if wanted in f.name]
-    if len(files) != 1:
-        raise RehearsalError(f"{feedstock / '.ci_support'}: {len(files)} {platform} files for CUDA {cuda or 'None'}, expected one")
-    lists = load_yaml(files[0], str(files[0]))
-    if python is not None:
-        kept = [p for p in lists.get("python", []) if str(p).startswith(f"{python}.")]
-        if not kept:
-            raise RehearsalError(f"{files[0]}: python {python} is not among {lists.get('python')}")
-        lists["python"] = kept
-    elif "python" in lists:
-        lists["python"] = lists["python"][:1]
-    return lists
-
-
-def evaluate(feedstock: Path, output: str, cuda: str | None, python: str | None,
-             platform: str = BUILD_PLATFORM) -> tuple[dict, dict]:
-    """The recipe as rattler-build renders it for the platform's job, built on linux-64."""
-    lists = variant_lists(feedstock, cuda, python, platform)
-    for rendered in render(feedstock / "recipe" / "recipe.yaml", lists, platform, BUILD_PLATFORM):
-        if rendered.name == output:
-            return rendered.recipe, rendered.used_variant
-    raise RehearsalError(f"{feedstock / 'recipe' / 'recipe.yaml'}: {output} is not built for CUDA {cuda or 'None'} on {platform}")
-
 
 def without_nvcc(feedstock: Path, platform: str = BUILD_PLATFORM) -> list[str]:
     """The platform's jobs' CUDA versions that no rehearsal can take: standins.yaml has no nvcc for them."""

@@ -20,13 +20,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bootstrap  # noqa: E402
 
-bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt")
+bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
 from cores import NEWEST_CORE  # noqa: E402
 from feedstock.errors import InputError  # noqa: E402
 from feedstock.inputs import load_config  # noqa: E402
 from rehearsal.channel import build_channel, standins  # noqa: E402
-from rehearsal.prefixes import RehearsalError  # noqa: E402
+from rehearsal import RehearsalError  # noqa: E402
 from rehearsal.resolve import describe, resolve_job  # noqa: E402
 
 

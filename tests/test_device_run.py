@@ -100,13 +100,13 @@ def test_the_plan_carries_the_build_environment_rattler_build_renders(bundles: P
     assert {"CUDA_ARCHITECTURES", "ORT_MIN_CORE_VERSION", "PLUGIN_INSTALL_PATH", "PLUGIN_MANIFEST",
             "NVCC_THREADS", "NVCC_GB_PER_THREAD", "CUDA_BUILD_JOBS", "SM90_TMA_JOBS"} <= set(plan["script_env"])
     assert plan["script_env"]["ORT_MIN_CORE_VERSION"] == FLOOR_CORE_VERSION
-    assert all((REPO / "recipe" / patch).is_file() for patch in plan["patches"])
 
 
 @pytest.mark.network
-def test_a_cost_run_carries_the_build_inputs_alone_and_keeps_the_recipes_settings(tmp_path: Path) -> None:
-    """pack.py --cost plans a cost run (scripts/buildcost.py): the build's inputs and no cores to test, and
-    no device overrides, so the sample compiles at the recipe's own architecture list."""
+def test_a_cost_run_carries_what_rattler_build_configures_with_and_keeps_the_recipes_settings(tmp_path: Path) -> None:
+    """pack.py --cost plans a cost run (scripts/buildcost.py): the inputs of the package build, whose environment
+    rattler-build lays out from the stand-in channel, and no device overrides, so the sample compiles at the
+    recipe's own architecture list."""
     mirror = mirror_with_sources()
     result = subprocess.run([sys.executable, str(DEVICE / "pack.py"), "--cost", "--mirror", str(mirror),
                              "--dest", str(tmp_path)], capture_output=True, text=True, stdin=subprocess.DEVNULL,
@@ -117,6 +117,7 @@ def test_a_cost_run_carries_the_build_inputs_alone_and_keeps_the_recipes_setting
     assert plan["script_env"]["CUDA_ARCHITECTURES"] == pack.build_plan(REPO)["script_env"]["CUDA_ARCHITECTURES"]
     carried = [name for files in bundle_files(tmp_path).values() for name in files if name != "plan.json"]
     assert sorted(carried) == sorted(plan["build_inputs"])
+    assert [n for n in carried if n.startswith("wheels/py_rattler_build-")], carried
 
 
 def test_bundles_hold_the_build_inputs_before_any_bundle_of_test_inputs_alone(tmp_path: Path) -> None:
@@ -308,3 +309,23 @@ def test_the_report_compares_the_operator_suite_between_cores(tmp_path: Path) ->
     assert "Cases whose outcome differs between runs: 2 of 2" in report
     assert "- TestCudaPluginEP.test_contrib: operators-1.24.4: failed; operators-1.32.0: passed" in report
     assert "- operators-1.24.4: TestCudaPluginEP.test_contrib: AssertionError: wrong" in report
+
+
+def test_a_configure_only_copy_stops_the_build_script_at_its_build_step_and_drops_the_empty_packages_tests(
+        tmp_path: Path) -> None:
+    """A cost run builds with --configure-only: the script writes the build step's targets and stops, so the
+    package is empty, and the tests that would fail on it (the strict contents test first) are not in the copy."""
+    plan = pack.build_plan(REPO) | {"device_cuda": "13.0"}
+    job = newest_cuda_job_file(REPO, "linux-64")
+    lists = read_yaml(job) | {"cuda_compiler_version": ["13.0"], "python": ["3.12.* *_cpython"]}
+    for key in ("channel_sources", "channel_targets"):
+        lists.pop(key)
+    plugins = {}
+    for configure_only in (False, True):
+        recipe_dir, _ = package.device_recipe(plan, tmp_path / str(configure_only), tmp_path / "src", tmp_path / "mirror",
+                                              configure_only=configure_only)
+        plugins[configure_only] = next(r.recipe for r in render(recipe_dir / "recipe.yaml", lists, "linux-64", "linux-64")
+                                       if r.name == package.PLUGIN)
+    assert plugins[False].get("tests") and not plugins[True].get("tests")
+    assert "REHEARSAL_TARGETS_FILE" not in plugins[False]["build"]["script"]["env"]
+    assert plugins[True]["build"]["script"]["env"]["REHEARSAL_TARGETS_FILE"] == str(tmp_path / "True" / "build_targets.txt")

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import REPO
 from rehearsal.build import DEPENDENCIES
-from rehearsal.prefixes import RehearsalError
+from rehearsal import RehearsalError
 from rehearsal.sources import (BASE_URL_VARIABLE, DEPS_TXT, MIRROR_VARIABLE, SourcesUnavailable, WrongHash,
                                deps_txt, locate, mirror_folder, mirror_path, recipe_source)
 from support.upstream_source import CACHE, archives_cmake_took, sources

@@ -10,8 +10,8 @@ split into DEST/bundle-N folders of at most BUNDLE_LIMIT bytes each, the build's
 build can start once the bundles holding them are staged. DEST/bundle-1/plan.json says what the run
 builds and tests and which settings differ from conda-forge's build (`DEVICE_OVERRIDES`); run.sh on
 the GPU machine reads it. README.md ("Building the plugin package on a GPU") gives the calls. With
---cost it plans a cost run instead (README.md, "What a release costs"): the build's inputs alone, and no
-overrides.
+--cost it plans a cost run instead (README.md, "What a release costs"): no overrides, and the build's
+inputs staged first.
 Exit 0 when the bundles are written, 2 when an input is missing.
 """
 
@@ -31,11 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bootstrap  # noqa: E402
 from cores import NEWEST_CORE  # noqa: E402
 
-bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt")
+bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
 from feedstock.ci_support import load_jobs, newest_cuda  # noqa: E402
-from rehearse import evaluate  # noqa: E402
-from rehearsal.prefixes import RehearsalError, load_standins  # noqa: E402
+from rehearsal import RehearsalError  # noqa: E402
+from rehearsal.evaluate import evaluate  # noqa: E402
+from rehearsal.prefixes import load_standins  # noqa: E402
 from rehearsal.sources import TREES, mirror_folder  # noqa: E402
 
 MIB = 1024 * 1024
@@ -53,7 +54,7 @@ WHEEL_TAGS = ["--python-version", "3.12", "--implementation", "cp", "--platform"
 # recipe asks for (below 4), and what the stand-in channel makes packages of besides the image's own
 # packages: the cores to test and check_plugin_binary.py's readers
 TOOLS = [*(f"{name}=={importlib.metadata.version(name)}" for name in
-           # the versions this machine's own scripts and tests run (tests/requirements.txt, and what pydantic needs)
+           # the versions this machine's own scripts and tests run (scripts/requirements.txt, and what pydantic needs)
            ("py-rattler-build", "py-rattler", "pydantic", "pydantic-core", "annotated-types", "typing-inspection")),
          # and the stand-in channel's versions of these (scripts/rehearsal/standins.yaml)
          *(f"{name}=={load_standins()[name]['conda']['version']}" for name in ("cmake", "pyelftools", "pefile"))]
@@ -96,6 +97,15 @@ def _run(command: list[str], cwd: Path) -> None:
         raise PackError(f"{' '.join(command)} exited {result.returncode}: {(result.stderr or result.stdout).strip()}")
 
 
+def cost_overrides(recipe: dict) -> dict:
+    """A cost run keeps the recipe's settings: the newest CUDA job's architecture list and floor, which the
+    recipe has for that job's CUDA and not for the machine's 13.0, whose nvcc compiles the same list."""
+    (floor,) = [c.split(">=")[1] for c in recipe["requirements"]["run_constraints"] if c.startswith("__cuda_arch ")]
+    reason = "the newest linux-64 CUDA job's, as the recipe has it"
+    return {"context": [["cuda_architectures", recipe["build"]["script"]["env"]["CUDA_ARCHITECTURES"], reason],
+                        ["cuda_arch_floor", floor, reason]], "env": [], "cmake": []}
+
+
 def build_plan(feedstock: Path, cost: bool = False) -> dict:
     """The plugin as rattler-build evaluates it for the newest linux-64 CUDA job, and the cores to test it
     with; for a cost run (scripts/buildcost.py), the recipe's own settings with no device overrides."""
@@ -110,10 +120,9 @@ def build_plan(feedstock: Path, cost: bool = False) -> dict:
         "version": version,
         "cuda": cuda,
         "script_env": recipe["build"]["script"]["env"],
-        "patches": [str(p) for p in recipe["source"][0].get("patches", [])],
         "cores": {"floor": floor, "newest": NEWEST_CORE},
         "purpose": "cost" if cost else "package",
-        "overrides": {"context": [], "env": [], "cmake": []} if cost else DEVICE_OVERRIDES,
+        "overrides": cost_overrides(recipe) if cost else DEVICE_OVERRIDES,
     }
 
 
@@ -140,8 +149,6 @@ def gather(upstream: Path, plan: dict, scratch: Path) -> tuple[dict[str, Path], 
     debs.mkdir()
     _run(["apt-get", "download", *DEBIAN_PACKAGES], debs)
     build |= {f"debs/{p.name}": p for p in sorted(debs.glob("*.deb"))}
-    if plan["purpose"] == "cost":
-        return build, {}
     wheels = scratch / "wheels"
     cores = [f"onnxruntime=={plan['cores'][which]}" for which in ("floor", "newest")]
     for requirement in [*cores, *TOOLS]:  # one at a time: pip refuses two versions of one project

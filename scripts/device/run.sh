@@ -22,7 +22,6 @@ stage="${top}/stage"
 work="${top}/work"
 results="${top}/results"
 plan="${stage}/plan.json"
-cuda_home=/usr/local/cuda-13.0
 
 usage() {
     echo "usage: $0 stage BUNDLE | start | wait SECONDS | step NAME SECONDS COMMAND..." >&2
@@ -108,75 +107,9 @@ dump_native_stacks() {
     done
 }
 
-# A cost run's environment for build_ep_cuda.py, laid out by hand: SRC_DIR with the recipe's patches
-# applied, PREFIX and BUILD_PREFIX as conda's packages would lay them out, and the script's env from the
-# recipe (a cost run has no overrides: pack.py --cost)
-prepare_build() {
-    export SRC_DIR="${work}/src" RECIPE_DIR="${repo}/recipe" PREFIX="${work}/prefix"
-    export BUILD_PREFIX="${work}/build_prefix" target_platform=linux-64 build_platform=linux-64
-    export PKG_VERSION CPU_COUNT
-    PKG_VERSION="$(plan_get version)"
-    CPU_COUNT="$(nproc)"
-    rm -rf "${work}"
-    mkdir -p "${SRC_DIR}" "${PREFIX}/lib" "${PREFIX}/include" "${PREFIX}/targets" "${BUILD_PREFIX}/bin" "${work}/tools"
-    if ! command -v zstd >/dev/null; then
-        dpkg -x "${stage}"/debs/zstd_*.deb "${work}/tools"
-        export PATH="${work}/tools/usr/bin:${PATH}"
-    fi
-    zstd -dc "${stage}"/sources/onnxruntime-*-src.tar.zst | tar -x -C "${SRC_DIR}" --strip-components=1
-    local patch_file
-    while read -r patch_file; do
-        patch -d "${SRC_DIR}" -p1 <"${RECIPE_DIR}/${patch_file}"
-    done < <(plan_get patches)
-    # protoc 3.21 for the build machine, as conda-forge's libprotobuf 3.21 brings it
-    for deb in "${stage}"/debs/{protobuf-compiler,libprotoc32,libprotobuf32}_*.deb; do
-        dpkg -x "${deb}" "${BUILD_PREFIX}/debian"
-    done
-    printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' \
-        "${BUILD_PREFIX}/debian/usr/lib/x86_64-linux-gnu" "${BUILD_PREFIX}/debian/usr/bin/protoc" \
-        >"${BUILD_PREFIX}/bin/protoc"
-    chmod +x "${BUILD_PREFIX}/bin/protoc"
-    # the toolkit as conda's cuda-* packages lay it out: nvcc and its tools in BUILD_PREFIX, the
-    # target's headers and libraries (the driver stub included) in PREFIX/targets/x86_64-linux
-    local entry
-    for entry in "${cuda_home}"/*; do
-        [[ "$(basename "${entry}")" == bin ]] || ln -sfn "${entry}" "${BUILD_PREFIX}/"
-    done
-    ln -sf "${cuda_home}"/bin/* "${BUILD_PREFIX}/bin/"
-    ln -sfn "${cuda_home}/targets/x86_64-linux" "${PREFIX}/targets/x86_64-linux"
-    # cuDNN's headers and libraries as conda's cudnn puts them in PREFIX, from the machine's wheel
-    ln -sf "$(cudnn_dir)"/include/* "${PREFIX}/include/"
-    ln -sf "$(cudnn_dir)"/lib/* "${PREFIX}/lib/"
-    # cutlass and cudnn_frontend are stored as trees; a FETCHCONTENT_SOURCE_DIR skips FetchContent's
-    # patch step, so ORT's cutlass patch is applied here
-    zstd -dc "${stage}/sources/cutlass-cudnn_frontend-trees.tar.zst" | tar -x -C "${work}"
-    patch -d "${work}/cutlass" -p1 <"${SRC_DIR}/cmake/patches/cutlass/cutlass_4.7.0.patch"
-    # conda-forge's toolchain arguments; the dependency archives come from ORT's offline mirror and
-    # never from the machine's own packages
-    local toolchain=(
-        -DCMAKE_INSTALL_PREFIX="${PREFIX}" -DCMAKE_INSTALL_LIBDIR=lib
-        -DCMAKE_PROGRAM_PATH="${BUILD_PREFIX}/bin;${PREFIX}/bin"
-        -Donnxruntime_CMAKE_DEPS_MIRROR_DIR="${stage}/mirror" -DFETCHCONTENT_TRY_FIND_PACKAGE_MODE=NEVER
-        -DFETCHCONTENT_SOURCE_DIR_CUTLASS="${work}/cutlass"
-        -DFETCHCONTENT_SOURCE_DIR_CUDNN_FRONTEND="${work}/cudnn_frontend"
-    )
-    export CMAKE_ARGS="${toolchain[*]}"
-    export PATH="${BUILD_PREFIX}/bin:${PATH}"
-    eval "$(python3 - "${plan}" <<'EOF'
-import json, shlex, sys
-plan = json.load(open(sys.argv[1]))
-for key, value in plan["script_env"].items():
-    print(f"export {key}={shlex.quote(value)}")
-EOF
-)"
-}
-
-cudnn_dir() {
-    python3 -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])'
-}
-
-# A cost run (pack.py --cost): build_ep_cuda.py configures the plugin with the recipe's own settings and
-# stops before its build step, as in a rehearsal; buildcost.py then compiles a sample of the graph's nvcc
+# A cost run (pack.py --cost): package.py has rattler-build lay out the build environment from the stand-in
+# channel and run build_ep_cuda.py, which configures the plugin with the recipe's own settings and stops
+# before its build step, as in a rehearsal; buildcost.py then compiles a sample of the graph's nvcc
 # units, one piece per GPU target and one compile per core, until COST_END_S after the pipeline started.
 # Past that, the machine's 30 minutes leave room only for the measurement file's way back (README.md,
 # "What a release costs").
@@ -184,36 +117,46 @@ COST_END_S=1400
 
 measure_cost() {
     local started="$1" targets="${work}/build_targets.txt"
-    prepare_build
-    # shellcheck disable=SC2016  # expanded by the step's own shell
-    run_step configure 600 env REHEARSAL_TARGETS_FILE="${targets}" \
-        bash -c 'cd "${SRC_DIR}" && exec python3 "${RECIPE_DIR}/build_ep_cuda.py"'
+    rattler_build_tools
+    run_step configure 900 env PYTHONPATH="${top}/site" python3 "${top}/repo/scripts/device/package.py" \
+        --stage "${stage}" --work "${work}" --results "${results}" --configure-only
     if [[ ! -f "${targets}" ]]; then
         note "pipeline: the configure step named no build targets, so nothing is measured (configure.log)"
         return 0
     fi
-    local seconds=$(( started + COST_END_S - $(date +%s) )) target_args=()
+    local seconds=$(( started + COST_END_S - $(date +%s) )) target_args=() source_dir
     if (( seconds <= 0 )); then
         note "pipeline: ${COST_END_S} s after the start have passed, so nothing is measured"
         return 0
     fi
     while read -r target; do target_args+=(--target "${target}"); done <"${targets}"
-    run_step measure $(( seconds + 300 )) python3 "${top}/repo/scripts/buildcost.py" measure \
-        --build "${SRC_DIR}/$(plan_get script_env ORT_BUILD_DIR)" --source "${SRC_DIR}" "${target_args[@]}" \
+    # the source and build tree rattler-build keeps (package.py builds with keep_build), compiled in the build
+    # script's environment, which rattler-build leaves beside them: outside it the stand-in nvcc cannot run
+    # its host compiler ("Failed to preprocess host compiler properties", docs/gpu-runs/2026-12-03-packages.md)
+    source_dir="$(echo "${work}"/output/bld/rattler-build_onnxruntime-ep-cuda*/work)"
+    # shellcheck disable=SC2016  # expanded by the step's own shell
+    run_step measure $(( seconds + 300 )) bash -c 'source "$1/build_env.sh" && shift && exec python3 "$@"' measure \
+        "${source_dir}" "${top}/repo/scripts/buildcost.py" measure \
+        --build "${source_dir}/$(plan_get script_env ORT_BUILD_DIR)" --source "${source_dir}" "${target_args[@]}" \
         --out "${results}/measurements.json" --seconds "${seconds}" --jobs "$(nproc)"
 }
 
-# The plugin package (plan.json's purpose "package"): package.py builds the stand-in channel from this
-# machine's files, builds the package with rattler-build from the device's copy of the recipe, runs its
-# tests and installs it for a user (package.py says how). rattler-build, rattler and what scripts/ read their
-# files with come from the bundles' wheels; zstd from Debian, where the image lacks it.
-package() {
+# rattler-build, rattler and what scripts/ read their files with, from the bundles' wheels; zstd from Debian,
+# where the image lacks it
+rattler_build_tools() {
     python3 -m pip install -q --no-index --no-deps --no-compile --target "${top}/site" \
         "${stage}"/wheels/{py_rattler,py_rattler_build,pydantic,pydantic_core,annotated_types,typing_inspection}-*.whl
     if ! command -v zstd >/dev/null; then
         dpkg -x "${stage}"/debs/zstd_*.deb "${top}/zstd"
         export PATH="${top}/zstd/usr/bin:${PATH}"
     fi
+}
+
+# The plugin package (plan.json's purpose "package"): package.py builds the stand-in channel from this
+# machine's files, builds the package with rattler-build from the device's copy of the recipe, runs its
+# tests and installs it for a user (package.py says how).
+package() {
+    rattler_build_tools
     # a package an earlier run built (pack.py --package) is tested and installed instead of built again
     local earlier=()
     if python3 -c 'import json, sys; sys.exit("package" not in json.load(open(sys.argv[1])))' "${plan}"; then

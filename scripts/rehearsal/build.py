@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ninja_graph import order_deps, target_compiles
-from rehearsal.prefixes import BUILD_PLATFORM, Prefixes, RehearsalError, lay_out, tool_python
+from rehearsal import RehearsalError
+from rehearsal.prefixes import BUILD_PLATFORM, Prefixes, lay_out, tool_python
 from rehearsal.sources import Sources
 
 # The cmake/deps.txt entries each output's configure takes on every platform (upstream's CMake at 1.30.0): what a

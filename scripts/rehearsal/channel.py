@@ -32,7 +32,8 @@ from pathlib import Path
 
 from feedstock.ci_support import NO_CUDA
 from feedstock.reader import load_yaml
-from rehearsal.prefixes import STANDINS, RehearsalError, load_standins
+from rehearsal import RehearsalError
+from rehearsal.prefixes import STANDINS, load_standins
 
 PLATFORM = "linux-64"
 

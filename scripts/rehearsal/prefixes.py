@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bootstrap import PipFailed, cached_venv, pip_install
 from feedstock.reader import load_yaml
+from rehearsal import RehearsalError
 
 STANDINS = Path(__file__).with_name("standins.yaml")
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
@@ -48,10 +49,6 @@ BUILD_PLATFORM = "linux-64"
 # wheels of headers alone, the same on every platform: the build machine's serves every target (the
 # package index this machine reaches has no aarch64 wheel of CCCL 13.2)
 HEADER_ONLY_WHEELS = {"nvidia-cuda-cccl"}
-
-
-class RehearsalError(Exception):
-    """A problem with the rehearsal's inputs, said in one line."""
 
 
 @dataclass

@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from feedstock.reader import load_yaml
-from rehearsal.prefixes import RehearsalError
+from rehearsal import RehearsalError
 
 # the machine a linux-64 job's tests run on, as its solver sees it: a CUDA 13 driver and glibc 2.28
 # (conda-forge's alma 8+ images); each CUDA job's own version is asked for through its run requirements

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from feedstock.inputs import load
-from rehearsal.prefixes import RehearsalError
+from rehearsal import RehearsalError
 
 MIRROR_VARIABLE = "ORT_SOURCE_MIRROR"
 BASE_URL_VARIABLE = "ORT_DOWNLOAD_BASE_URL"

@@ -24,6 +24,7 @@ import package  # noqa: E402
 from feedstock.ci_support import newest_cuda_job_file  # noqa: E402
 from rattler_render import render  # noqa: E402
 from support.yaml_files import read_yaml  # noqa: E402
+from rehearsal.evaluate import evaluate  # noqa: E402
 from rehearsal.sources import mirror_folder  # noqa: E402
 
 
@@ -113,8 +114,13 @@ def test_a_cost_run_carries_what_rattler_build_configures_with_and_keeps_the_rec
                             timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     plan = json.loads((tmp_path / "bundle-1" / "plan.json").read_text())
-    assert (plan["purpose"], plan["overrides"], plan["test_inputs"]) == ("cost", {"context": [], "env": [], "cmake": []}, [])
-    assert plan["script_env"]["CUDA_ARCHITECTURES"] == pack.build_plan(REPO)["script_env"]["CUDA_ARCHITECTURES"]
+    assert (plan["purpose"], plan["overrides"]["env"], plan["overrides"]["cmake"], plan["test_inputs"]) == ("cost", [], [], [])
+    # the recipe's own list and floor for the newest CUDA job, which it has not for the machine's CUDA 13.0
+    context = {name: value for name, value, _ in plan["overrides"]["context"]}
+    assert context["cuda_architectures"] == plan["script_env"]["CUDA_ARCHITECTURES"] == \
+        pack.build_plan(REPO)["script_env"]["CUDA_ARCHITECTURES"]
+    recipe, _ = evaluate(REPO, package.PLUGIN, plan["cuda"], None)
+    assert f"__cuda_arch >={context['cuda_arch_floor']}" in recipe["requirements"]["run_constraints"]
     carried = [name for files in bundle_files(tmp_path).values() for name in files if name != "plan.json"]
     assert sorted(carried) == sorted(plan["build_inputs"])
     assert [n for n in carried if n.startswith("wheels/py_rattler_build-")], carried

@@ -28,6 +28,7 @@ import bootstrap  # noqa: E402
 bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
 import buildcost  # noqa: E402
+from feedstock.cuda_targets import nvcc_targets  # noqa: E402
 from feedstock.errors import InputError  # noqa: E402
 from feedstock.inputs import load_config  # noqa: E402
 
@@ -83,7 +84,7 @@ def table(measurements: dict, graphs: dict[str, tuple[list[buildcost.Unit], int]
             if graph not in graphs:
                 raise buildcost.CostError(f"no rehearsal's graph for {platform} or {BUILD_PLATFORM}: give one with --graph")
             units, host_compiles = graphs[graph]
-            targets = buildcost.job_targets(list(config.cuda_lists.get(version, platform)))
+            targets = nvcc_targets(list(config.cuda_lists.get(version, platform)))
             p = buildcost.predict(units, targets, costs, host_compiles, sizing)
             margin = round(RUNNER_LIMIT_S / p.build_s, 2)
             if margin < MARGIN:

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from conftest import CONFIG, REPO
-from feedstock.architectures import NVCC_ARCHITECTURES, number
+from feedstock.architectures import NVCC_ARCHITECTURES
+from feedstock.cuda_targets import number
 from feedstock.reader import version_tuple
 from rehearsal.sources import MIRROR_VARIABLE, at_hand
 from support.wheels import unpacked_wheel

@@ -23,7 +23,7 @@ import pytest
 
 from conftest import FLOOR_CORE_VERSION, REPO
 from cores import NEWEST_CORE
-from feedstock.architectures import number
+from feedstock.cuda_targets import number
 from feedstock.reader import parse_yaml
 from support.build_scripts import build_targets, configure_args, parallel_jobs, run_build_script
 from support.fake_tools import FakeTools

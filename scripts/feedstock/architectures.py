@@ -17,6 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cuda_targets import number, ort_cuda_architectures
 from .reader import version_tuple
 
 # The SASS targets (compute capabilities) each CUDA version's compiler accepts.
@@ -39,20 +40,6 @@ NVCC_ARCHITECTURES: dict[str, tuple[int, ...]] = {
 # x86_64 package never runs on them, although nvcc for x86_64 accepts them.
 JETSON = (53, 62, 72, 87, 101, 110)
 ARM64_PLATFORMS = ("linux-aarch64",)
-
-
-def number(architecture: str) -> int:
-    """`80-real` -> 80: the compute capability an entry compiles for."""
-    return int(re.match(r"\d+", architecture).group())
-
-
-def ort_cuda_architectures(archs: tuple[str, ...]) -> str:
-    """The config's list as ORT's CMAKE_CUDA_ARCHITECTURES: a bare entry means SASS and PTX.
-
-    ORT (cmake/external/cuda_configuration.cmake, setup_cuda_architectures) compiles a bare `NNN` like
-    `NNN-real`, as SASS only; PTX is embedded only for an `NNN-virtual`, so a bare entry gets both.
-    """
-    return ";".join(f"{a}-real;{a}-virtual" if a.isdigit() else a for a in archs)
 
 
 def problems(version: str, platform: str, architectures: tuple[str, ...]) -> list[tuple[int, str]]:

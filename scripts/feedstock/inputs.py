@@ -18,8 +18,9 @@ from typing import Annotated, Any, Literal, Self, get_args
 from pydantic import (AfterValidator, AliasPath, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo,
                       model_validator)
 
-from .architectures import NVCC_ARCHITECTURES, CudaLists, cuda_lists, number
+from .architectures import NVCC_ARCHITECTURES, CudaLists, cuda_lists
 from .architectures import problems as architecture_problems
+from .cuda_targets import number
 from .errors import InputError, clipped, quoted
 from .reader import fail, validated, version_tuple
 

@@ -10,7 +10,7 @@ from typing import Callable
 import jinja2
 
 from . import hand_edits
-from .architectures import number, ort_cuda_architectures
+from .cuda_targets import number, ort_cuda_architectures
 from .builds import Builds
 from .ci_support import CiJob
 from .errors import InputError

@@ -25,6 +25,7 @@ from conftest import FLOOR_CORE_VERSION, REPO
 from cores import NEWEST_CORE
 from feedstock.cuda_targets import number
 from feedstock.reader import parse_yaml
+from feedstock.shipped_manifest import manifest_dir
 from support.build_scripts import build_targets, configure_args, parallel_jobs, run_build_script
 from support.fake_tools import FakeTools
 from support.pyenvs import python_env, run
@@ -187,7 +188,8 @@ def plugin_build_env(tools: FakeTools, source: Path, prefix: Path, platform: str
         "NVCC_THREADS": "2", "NVCC_GB_PER_THREAD": "1", "CUDA_BUILD_JOBS": "8", "SM90_TMA_JOBS": "2",
         "PLUGIN_MANIFEST": PLUGIN_SCRIPT_ENV["PLUGIN_MANIFEST"],
         # what the recipe tells the script for the platform
-        "PLUGIN_INSTALL_PATH": script_env(plugin_builds_on(platform)[0])["PLUGIN_INSTALL_PATH"], **windows, **overrides,
+        **{key: script_env(plugin_builds_on(platform)[0])[key] for key in ("PLUGIN_INSTALL_PATH", "PLUGIN_MANIFEST_DIR")},
+        **windows, **overrides,
     })
 
 
@@ -534,7 +536,7 @@ def test_plugin_build_installs_the_library_and_its_manifest(tmp_path, source_tre
     assert result.returncode == 0, result.stderr
     library = source_tree / PLUGIN_SCRIPT_ENV["ORT_BUILD_DIR"] / plugin_library_name(platform)
     assert (prefix / plugin_install_path(family(platform))).read_bytes() == library.read_bytes()
-    manifests = prefix / ("Library" if family(platform) == "win" else "") / "share" / "onnxruntime" / "ep-plugins"
+    manifests = prefix / manifest_dir(family(platform))
     manifest = RECIPE / "ep-plugins" / family(platform) / "onnxruntime-ep-cuda.json"
     assert (manifests / manifest.name).read_text() == manifest.read_text()
 
@@ -566,7 +568,7 @@ def test_plugin_build_installs_the_manifest_the_recipe_names(tmp_path, source_tr
                                  PLUGIN_MANIFEST=renamed, script=recipe_dir / PLUGIN_SCRIPT.name)
 
     assert result.returncode == 0, result.stderr
-    manifests = prefix / ("Library" if family(platform) == "win" else "") / "share" / "onnxruntime" / "ep-plugins"
+    manifests = prefix / manifest_dir(family(platform))
     assert [p.name for p in manifests.iterdir()] == [renamed]
 
 

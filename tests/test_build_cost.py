@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 
 import buildcost
+from feedstock.architectures import NVCC_RELEASES
 from feedstock.cuda_targets import nvcc_targets
 from predict_build_cost import measurements_file
 from support.wheels import unpacked_wheel
 
-# NVIDIA's wheels that together make a toolkit nvcc compiles with: each unpacks to nvidia/cu13/{bin,include,lib,nvvm}
-TOOLKIT_WHEELS = ["nvidia-cuda-nvcc==13.0.88", "nvidia-nvvm==13.0.88", "nvidia-cuda-crt==13.0.88",
+# NVIDIA's wheels that together make a toolkit nvcc compiles with: each unpacks to nvidia/cu13/{bin,include,lib,nvvm}.
+# nvvm and crt come with nvcc, at its release
+TOOLKIT_WHEELS = [*(f"{name}=={NVCC_RELEASES['13.0']}" for name in ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt")),
                   "nvidia-cuda-runtime==13.0.96"]
 TARGETS = ["sm_75", "sm_90a", "compute_121"]  # two SASS targets and one PTX, as the recipe's list mixes them
 GOOD = """

@@ -230,7 +230,7 @@ def _prediction(*graphs: str) -> subprocess.CompletedProcess:
 
 def test_every_cuda_job_of_the_recipe_is_predicted_within_the_runners_limits(aarch64_plugin: dict) -> None:
     """The recipe's graphs, priced from the recorded measurements for every CUDA job's list, leave each
-    job 1.5 times under the runner's 8 hours and within its memory (scripts/predict_build_cost.py): a
+    job 1.5 times under the runner's time limit and within its memory (runner_size in the config): a
     longer list or a new kernel family that breaks this fails here, before a release does on a runner."""
     done = _prediction(rehearse(PLUGIN)[0]["workdir"], aarch64_plugin["workdir"])
     assert done.returncode == 0, done.stdout + done.stderr

@@ -225,6 +225,12 @@ class Cuda(Model):
         return self
 
 
+class RunnerSize(Model):
+    cores: Annotated[int, Field(ge=1, le=1024)]
+    free_gib: Annotated[int, Field(ge=1, le=4096)]
+    hours: Annotated[int, Field(ge=1, le=120)]
+
+
 class Config(Model):
     feedstock: Feedstock
     about: About
@@ -239,6 +245,8 @@ class Config(Model):
                          Field(min_length=1)]
     # the GitHub Actions runner label by the OS of the machines that build
     runners: dict[str, text(r"[\w.-]+", "a GitHub Actions runner label")]
+    # what each of those runners gives a job
+    runner_size: RunnerSize
     cuda: Cuda
 
     @property

@@ -162,7 +162,7 @@ def install(env: Mapping[str, str]) -> None:
     installed.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(library, installed)
     # the manifest through which `import onnxruntime` registers the plugin (rendered by scripts/render.py)
-    manifests = Path(env["LIBRARY_PREFIX"] if windows else env["PREFIX"], "share", "onnxruntime", "ep-plugins")
+    manifests = Path(env["PREFIX"], env["PLUGIN_MANIFEST_DIR"])
     manifests.mkdir(parents=True, exist_ok=True)
     shutil.copy2(Path(env["RECIPE_DIR"], "ep-plugins", "win" if windows else "unix", env["PLUGIN_MANIFEST"]), manifests)
     # No pause for lingering file handles before packaging on Windows: rattler-build retries removing a locked

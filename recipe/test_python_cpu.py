@@ -10,6 +10,7 @@ provider is built in. Needs numpy and onnx next to onnxruntime.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -28,9 +29,13 @@ BUILT_IN_PROVIDERS = {"osx-arm64": ["CoreMLExecutionProvider"]}
 
 
 def plugin_manifests() -> list[Path]:
-    """The EP plugin manifests conda packages installed in this environment."""
-    share = Path(sys.prefix, "Library" if sys.platform == "win32" else "", "share")
-    return sorted((share / "onnxruntime" / "ep-plugins").glob("*.json"))
+    """The EP plugin manifests conda packages installed in this environment, where the package's own
+    manifest reader looks: its file beside this script (the recipe's test files), as a PyPI core has none."""
+    path = Path(__file__).resolve().parent / "python" / "onnxruntime_ep_cuda" / "_manifest.py"
+    spec = importlib.util.spec_from_file_location("_manifest", path)
+    manifest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(manifest)
+    return [Path(p) for p in manifest.manifest_paths(sys.prefix)]
 
 
 def check_version() -> None:

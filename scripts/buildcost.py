@@ -1,7 +1,7 @@
 """What a release costs on conda-forge's runners: the plugin's nvcc units, measured and extrapolated.
 
-Standard library only: the measuring half runs on the GPU machine (a cost run of scripts/device/run.sh), the
-predicting half here (scripts/predict_build_cost.py). The steps:
+Standard library only, as feedstock/cuda_targets.py is: the measuring half runs on the GPU machine (a cost run
+of scripts/device/run.sh), the predicting half here (scripts/predict_build_cost.py). The steps:
 
 1. `classify` sorts every nvcc unit of the plugin's build graph into a kind by its source path (KINDS).
 2. `choose_sample` picks some units of each kind (SAMPLE_EVERY), spread over the kind's sorted list.
@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from feedstock.cuda_targets import number
 from ninja_graph import order_deps, target_compiles
 
 # the recipe's own rule for how many compiles run at once, from the plugin's build script
@@ -274,32 +275,15 @@ class Sizing:
         return build_jobs(env, int(self.memory_gib * KIB_PER_GB))
 
 
-def _number(target: str) -> int:
-    return int(re.search(r"\d+", target).group())
-
-
-def job_targets(architectures: list[str]) -> list[str]:
-    """A config's list (`75-real`, `90-real`, `121` ...) as nvcc targets, the way ONNX Runtime compiles
-    it: SASS from 90 up arch-specific (sm_90a), a bare or -virtual entry's PTX as compute_NNN."""
-    targets = []
-    for entry in architectures:
-        number = _number(entry)
-        if not entry.endswith("-virtual"):
-            targets.append(f"sm_{number}{'a' if number >= 90 else ''}")
-        if not entry.endswith("-real"):
-            targets.append(f"compute_{number}")
-    return targets
-
-
 def unit_targets(unit: Unit, graph: list[str], job: list[str]) -> list[str]:
     """The targets a unit compiles for in a job: those of the job's list within the unit's own range in
     the measured graph, open-ended where the unit went to the graph's end (most units take the whole
     list; ORT limits some to a range, such as SM90 or 120 and up)."""
-    own = [_number(t) for t in unit.targets if t.startswith("sm_")]
-    whole = [_number(t) for t in graph if t.startswith("sm_")]
+    own = [number(t) for t in unit.targets if t.startswith("sm_")]
+    whole = [number(t) for t in graph if t.startswith("sm_")]
     low = float("-inf") if min(own) == min(whole) else min(own)
     high = float("inf") if max(own) == max(whole) else max(own)
-    kept = [t for t in job if t.startswith("sm_") and low <= _number(t) <= high]
+    kept = [t for t in job if t.startswith("sm_") and low <= number(t) <= high]
     if kept and any(t.startswith("compute_") for t in unit.targets):  # none kept: ORT leaves the unit out
         kept += [t for t in job if t.startswith("compute_")]
     return kept
@@ -338,7 +322,7 @@ def kind_costs(pieces: list[dict]) -> dict[str, KindCost]:
 def _measured(cost: KindCost, target: str) -> str:
     """The measured target nearest to `target` of the same sort (SASS or PTX)."""
     same = [t for t in cost.target_s if t.startswith(target.split("_")[0])] or list(cost.target_s)
-    return min(same, key=lambda t: (abs(_number(t) - _number(target)), t))
+    return min(same, key=lambda t: (abs(number(t) - number(target)), t))
 
 
 def unit_cost(cost: KindCost, targets: list[str]) -> tuple[float, float]:

@@ -28,17 +28,13 @@ import bootstrap  # noqa: E402
 bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
 import buildcost  # noqa: E402
+from feedstock.cuda_targets import nvcc_targets  # noqa: E402
 from feedstock.errors import InputError  # noqa: E402
 from feedstock.inputs import load_config  # noqa: E402
 
 # the build machine of every linux job (conda-forge.yml's build_platform), whose graph prices the platforms
 # that have no rehearsal of their own
 BUILD_PLATFORM = "linux-64"
-# conda-forge's 16-core Namespace runners (config/feedstock.yaml, runners): about 60 GiB of their 64 GB
-# are free when the build starts. They end a job at 8 hours, before the 720 minutes of conda-forge.yml.
-RUNNER_CORES = 16
-RUNNER_FREE_GIB = 60
-RUNNER_LIMIT_S = 8 * 3600
 # what every prediction must leave free of each limit
 MARGIN = 1.5
 
@@ -70,12 +66,15 @@ def table(measurements: dict, graphs: dict[str, tuple[list[buildcost.Unit], int]
     """The Markdown table, and the jobs too close to the runner's limit. `graphs`: units and host compiles
     by the platform whose rehearsal they come from."""
     config = load_config(root)
-    sizing = buildcost.Sizing(RUNNER_CORES, RUNNER_FREE_GIB, config.cuda.build_jobs, config.cuda.nvcc_threads,
+    # conda-forge's Namespace runners, as config/feedstock.yaml's runner_size has them
+    runner = config.runner_size
+    limit_s = runner.hours * 3600
+    sizing = buildcost.Sizing(runner.cores, runner.free_gib, config.cuda.build_jobs, config.cuda.nvcc_threads,
                               config.cuda.nvcc_gb_per_thread, config.cuda.sm90_tma_jobs)
     costs = buildcost.kind_costs(measurements["pieces"])
     short = []
     lines = ["| CUDA | platform | GPU targets | jobs | nvcc units | nvcc CPU-h | host CPU-h | longest unit, s "
-             "| build, h | × under 8 h | library, MB | largest process, GiB | all jobs at their peak, GiB | graph |",
+             f"| build, h | × under {runner.hours} h | library, MB | largest process, GiB | all jobs at their peak, GiB | graph |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for version in sorted(config.cuda.versions):
         for platform in config.cuda_platforms:
@@ -83,17 +82,17 @@ def table(measurements: dict, graphs: dict[str, tuple[list[buildcost.Unit], int]
             if graph not in graphs:
                 raise buildcost.CostError(f"no rehearsal's graph for {platform} or {BUILD_PLATFORM}: give one with --graph")
             units, host_compiles = graphs[graph]
-            targets = buildcost.job_targets(list(config.cuda_lists.get(version, platform)))
+            targets = nvcc_targets(list(config.cuda_lists.get(version, platform)))
             p = buildcost.predict(units, targets, costs, host_compiles, sizing)
-            margin = round(RUNNER_LIMIT_S / p.build_s, 2)
+            margin = round(limit_s / p.build_s, 2)
             if margin < MARGIN:
-                short.append(f"CUDA {version} {platform}: {p.build_s / 3600:.2f} h, under {MARGIN} x {RUNNER_LIMIT_S / 3600:.0f} h")
-            if p.worst_gib > RUNNER_FREE_GIB:
-                short.append(f"CUDA {version} {platform}: {p.worst_gib:.0f} GiB at the jobs' peak, over {RUNNER_FREE_GIB}")
+                short.append(f"CUDA {version} {platform}: {p.build_s / 3600:.2f} h, under {MARGIN} x {runner.hours} h")
+            if p.worst_gib > runner.free_gib:
+                short.append(f"CUDA {version} {platform}: {p.worst_gib:.0f} GiB at the jobs' peak, over {runner.free_gib}")
             lines.append(f"| {version} | {platform} | {len(targets)} | {p.jobs} | {p.units} | {p.nvcc_cpu_s / 3600:.1f} "
                          f"| {p.host_cpu_s / 3600:.1f} | {p.longest_unit_s:.0f} | {p.build_s / 3600:.2f} "
                          f"| {margin:.2f} | {p.library_bytes / 1e6:.0f} | {p.peak_gib:.1f} "
-                         f"| {p.worst_gib:.0f} of {RUNNER_FREE_GIB} | {graph} |")
+                         f"| {p.worst_gib:.0f} of {runner.free_gib} | {graph} |")
     return "\n".join(lines) + "\n", short
 
 

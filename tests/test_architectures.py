@@ -17,20 +17,19 @@ from pathlib import Path
 import pytest
 
 from conftest import CONFIG, REPO
-from feedstock.architectures import NVCC_ARCHITECTURES, number
+from feedstock.architectures import NVCC_ARCHITECTURES, NVCC_RELEASES
+from feedstock.cuda_targets import number
 from feedstock.reader import version_tuple
 from rehearsal.sources import MIRROR_VARIABLE, at_hand
 from support.wheels import unpacked_wheel
 
-# The wheel each row was read from, and the program in it that says what it compiles for.
+# The wheel each row was read from (at its NVCC_RELEASES version), and the program in it that says what it
+# compiles for.
 COMPILERS = {
-    "12.9": ("nvidia-cuda-nvcc-cu12==12.9.86", "nvidia/cuda_nvcc/bin/ptxas", "--help"),
-    "13.0": ("nvidia-cuda-nvcc==13.0.88", "nvidia/cu13/bin/nvcc", "--list-gpu-code"),
-    "13.1": ("nvidia-cuda-nvcc==13.1.115", "nvidia/cu13/bin/nvcc", "--list-gpu-code"),
-    "13.2": ("nvidia-cuda-nvcc==13.2.86", "nvidia/cu13/bin/nvcc", "--list-gpu-code"),
-    "13.3": ("nvidia-cuda-nvcc==13.3.73", "nvidia/cu13/bin/nvcc", "--list-gpu-code"),
-    "13.4": ("nvidia-cuda-nvcc==13.4.92", "nvidia/cu13/bin/nvcc", "--list-gpu-code"),
-    "13.5": ("nvidia-cuda-nvcc==13.5.37", "nvidia/cu13/bin/nvcc", "--list-gpu-code"),
+    version: (f"nvidia-cuda-nvcc-cu12=={release}", "nvidia/cuda_nvcc/bin/ptxas", "--help")
+    if version_tuple(version)[0] == 12 else
+    (f"nvidia-cuda-nvcc=={release}", "nvidia/cu13/bin/nvcc", "--list-gpu-code")
+    for version, release in NVCC_RELEASES.items()
 }
 
 

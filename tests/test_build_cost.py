@@ -14,11 +14,14 @@ from pathlib import Path
 import pytest
 
 import buildcost
+from feedstock.architectures import NVCC_RELEASES
+from feedstock.cuda_targets import nvcc_targets
 from predict_build_cost import measurements_file
 from support.wheels import unpacked_wheel
 
-# NVIDIA's wheels that together make a toolkit nvcc compiles with: each unpacks to nvidia/cu13/{bin,include,lib,nvvm}
-TOOLKIT_WHEELS = ["nvidia-cuda-nvcc==13.0.88", "nvidia-nvvm==13.0.88", "nvidia-cuda-crt==13.0.88",
+# NVIDIA's wheels that together make a toolkit nvcc compiles with: each unpacks to nvidia/cu13/{bin,include,lib,nvvm}.
+# nvvm and crt come with nvcc, at its release
+TOOLKIT_WHEELS = [*(f"{name}=={NVCC_RELEASES['13.0']}" for name in ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt")),
                   "nvidia-cuda-runtime==13.0.96"]
 TARGETS = ["sm_75", "sm_90a", "compute_121"]  # two SASS targets and one PTX, as the recipe's list mixes them
 GOOD = """
@@ -311,7 +314,7 @@ def test_a_unit_limited_to_a_range_of_the_list_keeps_that_range_in_another_list(
     """Units ORT compiles for part of the list keep that part in another job's list: SM90-only units stay
     SM90-only, 120-and-up units take 120 and 121, and units of the whole list take the whole other list."""
     graph = ["sm_75", "sm_80", "sm_90a", "sm_120a", "compute_121"]
-    job = buildcost.job_targets(["70-real", "75-real", "80-real", "90-real", "110-real", "120-real", "121"])
+    job = nvcc_targets(["70-real", "75-real", "80-real", "90-real", "110-real", "120-real", "121"])
     assert job == ["sm_70", "sm_75", "sm_80", "sm_90a", "sm_110a", "sm_120a", "sm_121a", "compute_121"]
     whole = buildcost.Unit("a.cu", "core providers", graph)
     hopper = buildcost.Unit("b.cu", "SM90 MoE GEMM", ["sm_90a"])
@@ -319,8 +322,8 @@ def test_a_unit_limited_to_a_range_of_the_list_keeps_that_range_in_another_list(
     assert buildcost.unit_targets(whole, graph, job) == job
     assert buildcost.unit_targets(hopper, graph, job) == ["sm_90a"]
     assert buildcost.unit_targets(blackwell, graph, job) == ["sm_120a", "sm_121a", "compute_121"]
-    assert buildcost.unit_targets(hopper, graph, buildcost.job_targets(["80-real", "89"])) == []
-    assert buildcost.unit_targets(blackwell, graph, buildcost.job_targets(["80-real", "90"])) == []
+    assert buildcost.unit_targets(hopper, graph, nvcc_targets(["80-real", "89"])) == []
+    assert buildcost.unit_targets(blackwell, graph, nvcc_targets(["80-real", "90"])) == []
 
 
 def test_the_predicted_build_follows_the_work_and_the_jobs(recorded) -> None:

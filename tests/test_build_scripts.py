@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FLOOR_CORE_VERSION, REPO
+from conftest import CONFIG, FLOOR_CORE_VERSION, REPO
 from cores import NEWEST_CORE
-from feedstock.architectures import number
+from feedstock.cuda_targets import number
 from feedstock.reader import parse_yaml
+from feedstock.shipped_manifest import manifest_dir
 from support.build_scripts import build_targets, configure_args, parallel_jobs, run_build_script
 from support.fake_tools import FakeTools
 from support.pyenvs import python_env, run
@@ -83,10 +84,9 @@ KIB_PER_GB = 1024 * 1024
 WINDOWS_FREE_MEMORY_KIB = 64 * KIB_PER_GB
 # conda-forge's Windows runners build under C:\bld; nvcc's path is passed to CMake with forward slashes
 WINDOWS_BUILD_PREFIX = "C:\\bld\\onnxruntime_1\\_build_env"
-# On a 16-core, 63 GB conda-forge runner 8 concurrent cicc processes finished and more were OOM-killed
-# (conda-forge/onnxruntime-feedstock recipe/build-ep-cuda.nu @ f928e5bc)
+# On a conda-forge runner of the config's runner_size, 8 concurrent cicc processes finished and more were
+# OOM-killed (conda-forge/onnxruntime-feedstock recipe/build-ep-cuda.nu @ f928e5bc)
 CICC_PROCESSES_THAT_FINISHED = 8
-RUNNER_MEMORY_GB = 63
 # option() or cmake_dependent_option() declaring a dependency's static-runtime switch, with its default
 MSVC_RUNTIME_OPTION = re.compile(r'(?:cmake_dependent_)?option\(\s*(\w+_MSVC_STATIC_RUNTIME)\s+"[^"]*"\s+(ON|OFF)')
 # What the stand-in source says in plugin-ep-cuda/VERSION_NUMBER: made up, so that it cannot be
@@ -187,7 +187,8 @@ def plugin_build_env(tools: FakeTools, source: Path, prefix: Path, platform: str
         "NVCC_THREADS": "2", "NVCC_GB_PER_THREAD": "1", "CUDA_BUILD_JOBS": "8", "SM90_TMA_JOBS": "2",
         "PLUGIN_MANIFEST": PLUGIN_SCRIPT_ENV["PLUGIN_MANIFEST"],
         # what the recipe tells the script for the platform
-        "PLUGIN_INSTALL_PATH": script_env(plugin_builds_on(platform)[0])["PLUGIN_INSTALL_PATH"], **windows, **overrides,
+        **{key: script_env(plugin_builds_on(platform)[0])[key] for key in ("PLUGIN_INSTALL_PATH", "PLUGIN_MANIFEST_DIR")},
+        **windows, **overrides,
     })
 
 
@@ -534,7 +535,7 @@ def test_plugin_build_installs_the_library_and_its_manifest(tmp_path, source_tre
     assert result.returncode == 0, result.stderr
     library = source_tree / PLUGIN_SCRIPT_ENV["ORT_BUILD_DIR"] / plugin_library_name(platform)
     assert (prefix / plugin_install_path(family(platform))).read_bytes() == library.read_bytes()
-    manifests = prefix / ("Library" if family(platform) == "win" else "") / "share" / "onnxruntime" / "ep-plugins"
+    manifests = prefix / manifest_dir(family(platform))
     manifest = RECIPE / "ep-plugins" / family(platform) / "onnxruntime-ep-cuda.json"
     assert (manifests / manifest.name).read_text() == manifest.read_text()
 
@@ -566,7 +567,7 @@ def test_plugin_build_installs_the_manifest_the_recipe_names(tmp_path, source_tr
                                  PLUGIN_MANIFEST=renamed, script=recipe_dir / PLUGIN_SCRIPT.name)
 
     assert result.returncode == 0, result.stderr
-    manifests = prefix / ("Library" if family(platform) == "win" else "") / "share" / "onnxruntime" / "ep-plugins"
+    manifests = prefix / manifest_dir(family(platform))
     assert [p.name for p in manifests.iterdir()] == [renamed]
 
 
@@ -1096,13 +1097,13 @@ def test_windows_plugin_has_blackwell_kernels_exactly_from_cuda_13_on():
         assert numbers and (max(numbers) < FIRST_SM_THAT_BREAKS_CUDA_12_9_UNDER_MSVC) == cuda_12, build.source
 
 
-def test_plugin_runs_no_more_nvcc_threads_at_once_than_a_16_core_63_gb_runner_held():
+def test_plugin_runs_no_more_nvcc_threads_at_once_than_a_runner_held():
     for build in plugin_builds():
         env = script_env(build)
         threads, jobs, gb_per_thread = (int(env[k]) for k in ("NVCC_THREADS", "CUDA_BUILD_JOBS", "NVCC_GB_PER_THREAD"))
 
         assert threads * jobs <= CICC_PROCESSES_THAT_FINISHED, build.source
-        assert threads * jobs * gb_per_thread <= RUNNER_MEMORY_GB, build.source
+        assert threads * jobs * gb_per_thread <= CONFIG.runner_size.free_gib, build.source
 
 
 def static_runtime_defaults() -> dict[str, bool]:

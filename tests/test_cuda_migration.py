@@ -16,9 +16,9 @@ import pytest
 
 from conftest import CONFIG, SHARED
 from feedstock.ci_support import migrated_cuda_versions
+from feedstock.cuda_targets import number, nvcc_targets
 from feedstock.inputs import build_platforms
 from feedstock.reader import version_tuple
-from feedstock.architectures import number
 from rattler_render import render as rattler_render
 from support.smithy import Smithy
 from support.yaml_files import read_yaml
@@ -182,7 +182,7 @@ def test_dropping_a_platform_takes_its_jobs_away_with_no_hand_deletion(conda_smi
 @pytest.mark.skipif(not (SHARED / "upstream" / "mirror").is_dir(),
                     reason=f"{SHARED / 'upstream'} (ORT's source and dependency mirror) is not beside the checkout")
 def test_a_cuda_migration_configures_and_compiles_with_that_cudas_nvcc(migrated: Path) -> None:
-    from test_rehearsal import PLUGIN, _ort_arch_specific, rehearse
+    from test_rehearsal import PLUGIN, rehearse
 
     assert render(migrated).returncode == 0
     # the last --cuda given is the one rehearse.py takes
@@ -196,7 +196,6 @@ def test_a_cuda_migration_configures_and_compiles_with_that_cudas_nvcc(migrated:
     assert report["sample"] and not failed, failed
     (job,) = [name for name, (p, v) in cuda_jobs(migrated).items() if (p, v) == ("linux-64", MIGRATED)]
     listed = plugin_architectures(migrated, job).split(";")
-    arch_specific = _ort_arch_specific(workdir / "src")
-    numbers = sorted({number(a) for a in listed})
-    assert report["nvcc_sass"] == sorted(f"sm_{n}{'a' if str(n) in arch_specific else ''}" for n in numbers)
-    assert report["nvcc_ptx"] == [f"compute_{numbers[-1]}"]
+    targets = nvcc_targets(listed)
+    assert report["nvcc_sass"] == sorted(t for t in targets if t.startswith("sm_"))
+    assert report["nvcc_ptx"] == [f"compute_{max(map(number, listed))}"]

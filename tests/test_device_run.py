@@ -98,7 +98,7 @@ def test_the_plan_carries_the_floor_and_the_newest_core_and_the_tools_for_rattle
 def test_the_plan_carries_the_build_environment_rattler_build_renders(bundles: Path) -> None:
     plan = json.loads((bundles / "bundle-1" / "plan.json").read_text())
     # what build_ep_cuda.py reads from its environment beyond rattler-build's own variables
-    assert {"CUDA_ARCHITECTURES", "ORT_MIN_CORE_VERSION", "PLUGIN_INSTALL_PATH", "PLUGIN_MANIFEST",
+    assert {"CUDA_ARCHITECTURES", "ORT_MIN_CORE_VERSION", "PLUGIN_INSTALL_PATH", "PLUGIN_MANIFEST", "PLUGIN_MANIFEST_DIR",
             "NVCC_THREADS", "NVCC_GB_PER_THREAD", "CUDA_BUILD_JOBS", "SM90_TMA_JOBS"} <= set(plan["script_env"])
     assert plan["script_env"]["ORT_MIN_CORE_VERSION"] == FLOOR_CORE_VERSION
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from support.ep_prefix import plugin_manifest, recipe_module, write_manifest
+from support.ep_prefix import MANIFEST_DIR, plugin_manifest, recipe_module, write_manifest
 from support.pyenvs import run, site_packages
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="manifests are written at the unix location")
@@ -59,7 +59,7 @@ def test_helper_answers_from_the_installed_manifest(prefix: Path) -> None:
 def test_helper_without_manifest_names_it_and_the_conda_package(prefix: Path) -> None:
     error, message = ask_helper(prefix)
     assert error == "PluginNotInstalledError"
-    assert str(prefix / "share" / "onnxruntime" / "ep-plugins" / "onnxruntime-ep-cuda.json") in message
+    assert str(prefix / MANIFEST_DIR / "onnxruntime-ep-cuda.json") in message
     assert "conda install onnxruntime-ep-cuda" in message
 
 

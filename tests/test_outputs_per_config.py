@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CONFIG, REPO
-from feedstock.architectures import ort_cuda_architectures
+from feedstock.cuda_targets import ort_cuda_architectures
 from feedstock.reader import version_tuple
 from support.recipe_checks import Built, Feedstock
 

@@ -23,6 +23,7 @@ import pytest
 
 from conftest import CONFIG, REPO
 from feedstock.ci_support import load_jobs, newest_cuda
+from feedstock.cuda_targets import nvcc_targets, number
 from rattler_render import render
 from rehearsal.build import dependencies
 from rehearsal.prefixes import load_standins
@@ -229,7 +230,7 @@ def _prediction(*graphs: str) -> subprocess.CompletedProcess:
 
 def test_every_cuda_job_of_the_recipe_is_predicted_within_the_runners_limits(aarch64_plugin: dict) -> None:
     """The recipe's graphs, priced from the recorded measurements for every CUDA job's list, leave each
-    job 1.5 times under the runner's 8 hours and within its memory (scripts/predict_build_cost.py): a
+    job 1.5 times under the runner's time limit and within its memory (runner_size in the config): a
     longer list or a new kernel family that breaks this fails here, before a release does on a runner."""
     done = _prediction(rehearse(PLUGIN)[0]["workdir"], aarch64_plugin["workdir"])
     assert done.returncode == 0, done.stdout + done.stderr
@@ -245,21 +246,14 @@ def test_the_aarch64_jobs_are_priced_from_their_own_graph(aarch64_plugin: dict) 
     assert {g for (_, platform), g in graph_of.items() if platform == LINUX_64} == {LINUX_64}, done.stdout
 
 
-def _ort_arch_specific(source: Path) -> set[str]:
-    """The architectures ORT compiles as their `a` variants (cmake/external/cuda_configuration.cmake)."""
-    text = (source / "cmake" / "external" / "cuda_configuration.cmake").read_text()
-    return set(re.search(r"set\(ARCHITECTURES_WITH_ACCEL ([^)]*)\)", text).group(1).replace('"', "").split())
-
-
 def test_nvcc_compiles_sass_for_each_listed_architecture(plugin_rehearsal: dict) -> None:
-    listed = [a.removesuffix("-real") for a in CONFIG.cuda_lists.get(_cuda(plugin_rehearsal), plugin_rehearsal["target_platform"])]
-    arch_specific = _ort_arch_specific(Path(plugin_rehearsal["workdir"]) / "src")
-    assert plugin_rehearsal["nvcc_sass"] == sorted(f"sm_{a}{'a' if a in arch_specific else ''}" for a in listed)
+    targets = nvcc_targets(list(CONFIG.cuda_lists.get(_cuda(plugin_rehearsal), plugin_rehearsal["target_platform"])))
+    assert plugin_rehearsal["nvcc_sass"] == sorted(t for t in targets if t.startswith("sm_"))
 
 
 def test_nvcc_embeds_ptx_for_the_newest_architecture_only(plugin_rehearsal: dict) -> None:
-    newest = CONFIG.cuda_lists.get(_cuda(plugin_rehearsal), plugin_rehearsal["target_platform"])[-1]
-    assert plugin_rehearsal["nvcc_ptx"] == [f"compute_{newest}"]
+    listed = CONFIG.cuda_lists.get(_cuda(plugin_rehearsal), plugin_rehearsal["target_platform"])
+    assert plugin_rehearsal["nvcc_ptx"] == [f"compute_{number(listed[-1])}"]
 
 
 def test_every_cuda_of_the_platform_without_a_stand_in_nvcc_is_reported_as_not_rehearsed(plugin_rehearsal: dict) -> None:

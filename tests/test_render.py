@@ -18,9 +18,10 @@ import bootstrap
 import pytest
 
 from conftest import CONFIG, FLOOR_CORE_VERSION, REPO
-from feedstock.architectures import NVCC_ARCHITECTURES, ort_cuda_architectures
+from feedstock.architectures import NVCC_ARCHITECTURES
 from feedstock.builds import what_each_job_builds
 from feedstock.ci_support import load_jobs
+from feedstock.cuda_targets import ort_cuda_architectures
 from feedstock.files import TEMPORARY_SUFFIX
 from feedstock.inputs import build_platforms, load_config
 from feedstock.reader import parse_yaml, version_tuple

@@ -48,6 +48,7 @@ import yaml  # noqa: E402
 
 from cores import NEWEST_CORE  # noqa: E402
 from feedstock.ci_support import newest_cuda_job_file  # noqa: E402
+from feedstock.shipped_manifest import manifest_dir  # noqa: E402
 from rehearsal.channel import build_channel, standins  # noqa: E402
 from rehearsal.resolve import variant_file  # noqa: E402
 
@@ -404,7 +405,7 @@ def main(argv: list[str]) -> int:
         with Step(results, "install") as record:
             prefix = work / "user-env"
             record["packages"] = user_environment([output.as_uri(), channel.as_uri()], prefix)
-            manifest = json.loads(next((prefix / "share" / "onnxruntime" / "ep-plugins").glob("*.json")).read_text())
+            manifest = json.loads(next((prefix / manifest_dir("unix")).glob("*.json")).read_text())
             record["manifest"] = manifest
             # the library the manifest names, under the registration name it gives, as README.md has users do
             load = ["test_plugin_load.py", "--library", str(prefix / manifest["library"]),

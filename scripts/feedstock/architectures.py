@@ -17,14 +17,26 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cuda_targets import number, ort_cuda_architectures
 from .reader import version_tuple
 
+# The nvcc release each CUDA version's facts below were read from: PyPI's nvidia-cuda-nvcc wheel at that
+# version (nvidia-cuda-nvcc-cu12 for 12.x), which tests/test_architectures.py runs. The rehearsal's stand-in
+# nvcc (scripts/rehearsal/standins.yaml, `{nvcc}`) and the build-cost tests' toolkit use the same wheels.
+NVCC_RELEASES: dict[str, str] = {
+    "12.9": "12.9.86",
+    "13.0": "13.0.88",
+    "13.1": "13.1.115",
+    "13.2": "13.2.86",
+    "13.3": "13.3.73",
+    "13.4": "13.4.92",
+    "13.5": "13.5.37",
+}
 # The SASS targets (compute capabilities) each CUDA version's compiler accepts.
-# - 13.x: `nvcc --list-gpu-code` of PyPI's nvidia-cuda-nvcc wheels (13.0.88, 13.1.115, 13.2.86, 13.3.73,
-#   13.4.92, 13.5.37); tests/test_architectures.py runs each of them and compares.
-# - 12.9: PyPI's nvidia-cuda-nvcc-cu12 12.9.86 ships no nvcc, only ptxas, which turns PTX into SASS:
-#   the values its `--gpu-name` accepts (the same test compares them). NVIDIA's CUDA 12.9 release notes
-#   agree: 12.8 added 100, 101 and 120, 12.9 added 103 and 121.
+# - 13.x: `nvcc --list-gpu-code` of the release's wheel; tests/test_architectures.py runs each and compares.
+# - 12.9: PyPI's nvidia-cuda-nvcc-cu12 ships no nvcc, only ptxas, which turns PTX into SASS: the values its
+#   `--gpu-name` accepts (the same test compares them). NVIDIA's CUDA 12.9 release notes agree: 12.8 added
+#   100, 101 and 120, 12.9 added 103 and 121.
 NVCC_ARCHITECTURES: dict[str, tuple[int, ...]] = {
     "12.9": (50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121),
     "13.0": (75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121),
@@ -39,20 +51,6 @@ NVCC_ARCHITECTURES: dict[str, tuple[int, ...]] = {
 # x86_64 package never runs on them, although nvcc for x86_64 accepts them.
 JETSON = (53, 62, 72, 87, 101, 110)
 ARM64_PLATFORMS = ("linux-aarch64",)
-
-
-def number(architecture: str) -> int:
-    """`80-real` -> 80: the compute capability an entry compiles for."""
-    return int(re.match(r"\d+", architecture).group())
-
-
-def ort_cuda_architectures(archs: tuple[str, ...]) -> str:
-    """The config's list as ORT's CMAKE_CUDA_ARCHITECTURES: a bare entry means SASS and PTX.
-
-    ORT (cmake/external/cuda_configuration.cmake, setup_cuda_architectures) compiles a bare `NNN` like
-    `NNN-real`, as SASS only; PTX is embedded only for an `NNN-virtual`, so a bare entry gets both.
-    """
-    return ";".join(f"{a}-real;{a}-virtual" if a.isdigit() else a for a in archs)
 
 
 def problems(version: str, platform: str, architectures: tuple[str, ...]) -> list[tuple[int, str]]:

@@ -18,8 +18,9 @@ from typing import Annotated, Any, Literal, Self, get_args
 from pydantic import (AfterValidator, AliasPath, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo,
                       model_validator)
 
-from .architectures import NVCC_ARCHITECTURES, CudaLists, cuda_lists, number
+from .architectures import NVCC_ARCHITECTURES, CudaLists, cuda_lists
 from .architectures import problems as architecture_problems
+from .cuda_targets import number
 from .errors import InputError, clipped, quoted
 from .reader import fail, validated, version_tuple
 
@@ -224,6 +225,12 @@ class Cuda(Model):
         return self
 
 
+class RunnerSize(Model):
+    cores: Annotated[int, Field(ge=1, le=1024)]
+    free_gib: Annotated[int, Field(ge=1, le=4096)]
+    hours: Annotated[int, Field(ge=1, le=120)]
+
+
 class Config(Model):
     feedstock: Feedstock
     about: About
@@ -238,6 +245,8 @@ class Config(Model):
                          Field(min_length=1)]
     # the GitHub Actions runner label by the OS of the machines that build
     runners: dict[str, text(r"[\w.-]+", "a GitHub Actions runner label")]
+    # what each of those runners gives a job
+    runner_size: RunnerSize
     cuda: Cuda
 
     @property

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bootstrap import PipFailed, cached_venv, pip_install
+from feedstock.architectures import NVCC_RELEASES
 from feedstock.reader import load_yaml
 from rehearsal import RehearsalError
 
@@ -243,7 +244,7 @@ def _lay_out_entry(name: str, entry: dict, table: dict, prefix: Path, prefixes: 
         wanted = wheels_by_cuda.get("any") or wheels_by_cuda.get(cuda or "")
         if wanted is None:
             raise RehearsalError(f"{STANDINS}: `{name}` has no wheels for CUDA {cuda}")
-        return wanted
+        return [w.format(nvcc=NVCC_RELEASES[cuda]) if "{nvcc}" in w else w for w in wanted]
 
     if "pypi" in entry or "wheels_of" in entry:
         layouts = [(platform, entry["layout"], wheels("wheels"))]

@@ -20,7 +20,6 @@ from support.pyenvs import run, site_packages
 
 RECIPE_PYTHON = Path(__file__).resolve().parents[2] / "recipe" / "python"
 PROBE = Path(__file__).resolve().parent / "ep_probe.py"
-MANIFEST_DIR = Path("share", "onnxruntime", "ep-plugins")
 
 
 class RecordedWarning(TypedDict):
@@ -45,6 +44,10 @@ def recipe_module(relative: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# where a conda-like (unix) prefix keeps its manifests, as the shipped reader says
+MANIFEST_DIR = Path(*recipe_module("onnxruntime_ep_cuda/_manifest.py").manifest_folder(windows=False))
 
 
 def stage_prefix(source_python: Path, prefix: Path) -> Path:

@@ -62,10 +62,16 @@ def prefix_of(package_dir: str) -> str:
     return prefix
 
 
+def manifest_folder(windows: bool) -> tuple[str, ...]:
+    """Where conda packages install manifests, relative to the prefix: under its Library folder on Windows,
+    where conda packages keep native files. The feedstock's generator reads it from here and tells the
+    plugin's build script (scripts/feedstock/shipped_manifest.py)."""
+    shared = ("share", "onnxruntime", "ep-plugins")
+    return ("Library", *shared) if windows else shared
+
+
 def manifest_dir(prefix: str) -> str:
-    if os.name == "nt":
-        return os.path.join(prefix, "Library", "share", "onnxruntime", "ep-plugins")
-    return os.path.join(prefix, "share", "onnxruntime", "ep-plugins")
+    return os.path.join(prefix, *manifest_folder(os.name == "nt"))
 
 
 def manifest_paths(prefix: str) -> list[str]:

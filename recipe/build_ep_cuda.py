@@ -126,8 +126,8 @@ def plugin_cmake_args(env: Mapping[str, str]) -> list[str]:
         # nvcc --threads per compile job: with build_jobs() jobs this bounds the runner's memory use
         f"-Donnxruntime_NVCC_THREADS={env['NVCC_THREADS']}",
         # No FP4 QMoE kernels, which upstream builds by default from CUDA 12.8 on. They serve one operator,
-        # QMoE with FP4 (NVFP4) expert weights, on Hopper and Blackwell, and took about half the plugin's
-        # nvcc units and too much of the runner's time for that (docs/build-cost/2026-12-02.md).
+        # QMoE with FP4 (NVFP4) expert weights, on Hopper and Blackwell, and took too large a share of the
+        # plugin's nvcc units and of the runner's time for that (docs/build-cost/2026-12-02.md has the cost).
         "-Donnxruntime_USE_FP4_QMOE=OFF",
         # the recipe's list for this CUDA version and platform, overriding the CUDAARCHS nvcc's activation sets
         f"-DCMAKE_CUDA_ARCHITECTURES={env['CUDA_ARCHITECTURES']}",

@@ -33,8 +33,8 @@ CORE_ERRORS = tuple(
 MODEL_OPSET = 17
 MODEL_IR_VERSION = 8
 # A check that hangs would hold a GPU runner until its job times out, hours later, and say nothing.
-# The slowest run seen took 89 s, all of it the driver compiling PTX at the first session.run on a GPU
-# the library had no SASS for (docs/gpu-runs/2026-12-01-second-run.md); from the driver's cache, 2 s.
+# The limit leaves room for the slowest run seen, whose time was the driver compiling PTX at the first
+# session.run on a GPU the library had no SASS for (docs/gpu-runs/ records each run's times).
 TIME_LIMIT = 300.0
 
 

@@ -242,12 +242,12 @@ def write_measurements(path: Path, header: dict, units: list[Unit], pieces: list
 
 # --- predicting (here)
 
-# The host objects (ORT's own .cc files and the dependencies it builds): in the first whole build of the
-# plugin on the GPU machine (2026-12-01, 16 jobs) 879 of them took 5,243 s between them, each from its
-# start to its end in ninja's log (one process each, so about its CPU time).
+# A host object's CPU time (ORT's own .cc files and the dependencies it builds): the host objects' seconds
+# between them over their count, in the first whole build of the plugin on the GPU machine, each from its
+# start to its end in ninja's log (one process each, so about its CPU time; docs/build-cost/2026-12-02.md).
 HOST_OBJECT_S = 5243 / 879
 # What the library holds besides its fatbins: onnxruntime-gpu 1.30.0's libonnxruntime_providers_cuda.so
-# (PyPI, manylinux_2_28_x86_64) is 272,049,904 bytes, 210,701,008 of them .nv_fatbin (`size -A`): the
+# (PyPI, manylinux_2_28_x86_64) less its .nv_fatbin (`size -A`; docs/build-cost/2026-12-02.md): the
 # same source's CUDA EP with its host code, as upstream builds it. An estimate for the plugin, which
 # also links ONNX Runtime's framework.
 HOST_CODE_BYTES = 272_049_904 - 210_701_008

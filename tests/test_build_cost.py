@@ -3,6 +3,7 @@ compiling it one piece per GPU target with CUDA 13.0's real nvcc from PyPI."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import platform
 import re
@@ -339,27 +340,33 @@ def test_the_predicted_build_follows_the_work_and_the_jobs(recorded) -> None:
                                     record["host_compiles"], sizing)
     fewer_jobs = buildcost.predict(units, graph, costs, record["host_compiles"],
                                    buildcost.Sizing(16, 60, 8, 1, 10, 2))
+    # worked by hand from the sizing, not from the rule under test: 60 GB free hold 6 jobs of 1 x 10 GB
     assert fewer_jobs.jobs == 6 and fewer_jobs.build_s > full.build_s
     for smaller in (fewer_targets, fewer_units):
         assert smaller.build_s < full.build_s and smaller.library_bytes < full.library_bytes
     assert full.by_kind["flash attention"][0] == sum(u.kind == "flash attention" for u in units)
     same = [u for u in units if u.kind == "core providers"]
     one = buildcost.predict(same, graph, costs, 0, sizing)
-    total = one.nvcc_cpu_s
-    assert one.build_s == pytest.approx(total / 8 + (1 - 1 / 8) * one.longest_unit_s)
+    total, jobs = one.nvcc_cpu_s, sizing.build_jobs
+    assert one.jobs == jobs  # its memory and cores allow more
+    assert one.build_s == pytest.approx(total / jobs + (1 - 1 / jobs) * one.longest_unit_s)
 
 
 def test_the_pool_bounds_the_memory_of_the_heaviest_units(recorded) -> None:
-    """With the SM90 TMA units in a pool of two, the worst case is two of them at their peak beside six of
-    the next heaviest; without the pool (a pool as large as the jobs), all eight at the heaviest peak."""
+    """With the SM90 TMA units in a pool, the worst case is the pool's jobs at their peak beside the other
+    jobs at the next heaviest; without the pool (a pool as large as the jobs), every job at the heaviest peak."""
     units, costs, record = recorded
     graph = buildcost.graph_targets(units)
-    pooled = buildcost.predict(units, graph, costs, 0, buildcost.Sizing(16, 60, 8, 1, 7, 2))
-    unpooled = buildcost.predict(units, graph, costs, 0, buildcost.Sizing(16, 60, 8, 1, 7, 8))
+    sizing = buildcost.Sizing(16, 60, 8, 1, 7, 2)
+    pooled = buildcost.predict(units, graph, costs, 0, sizing)
+    unpooled = buildcost.predict(units, graph, costs, 0, dataclasses.replace(sizing, pool_jobs=sizing.build_jobs))
     heavy = max(costs[k].peak_mib for k in buildcost.POOLED_KINDS if k in costs) / 1024
     rest = max(c.peak_mib for k, c in costs.items() if k not in buildcost.POOLED_KINDS) / 1024
-    assert unpooled.worst_gib == pytest.approx(8 * heavy)
-    assert pooled.worst_gib == pytest.approx(2 * heavy + 6 * rest) and pooled.worst_gib < unpooled.worst_gib
+    jobs, pool = sizing.build_jobs, sizing.pool_jobs
+    assert pooled.jobs == unpooled.jobs == jobs  # its memory and cores allow more
+    assert unpooled.worst_gib == pytest.approx(jobs * heavy)
+    assert pooled.worst_gib == pytest.approx(pool * heavy + (jobs - pool) * rest)
+    assert pooled.worst_gib < unpooled.worst_gib
 
 
 def test_a_kind_without_a_measurement_stops_the_prediction(recorded) -> None:

@@ -87,6 +87,8 @@ WINDOWS_BUILD_PREFIX = "C:\\bld\\onnxruntime_1\\_build_env"
 # On a conda-forge runner of the config's runner_size, 8 concurrent cicc processes finished and more were
 # OOM-killed (conda-forge/onnxruntime-feedstock recipe/build-ep-cuda.nu @ f928e5bc)
 CICC_PROCESSES_THAT_FINISHED = 8
+# the vendored dependencies that declare a static-runtime switch of their own, one each
+STATIC_RUNTIME_DEPENDENCIES = ("protobuf", "onnx", "abseil_cpp")
 # option() or cmake_dependent_option() declaring a dependency's static-runtime switch, with its default
 MSVC_RUNTIME_OPTION = re.compile(r'(?:cmake_dependent_)?option\(\s*(\w+_MSVC_STATIC_RUNTIME)\s+"[^"]*"\s+(ON|OFF)')
 # What the stand-in source says in plugin-ep-cuda/VERSION_NUMBER: made up, so that it cannot be
@@ -1109,7 +1111,7 @@ def test_plugin_runs_no_more_nvcc_threads_at_once_than_a_runner_held():
 def static_runtime_defaults() -> dict[str, bool]:
     """Each `*_MSVC_STATIC_RUNTIME` option the vendored dependencies declare, and whether it defaults to ON."""
     defaults: dict[str, bool] = {}
-    for path in upstream_source.sources("protobuf", "onnx", "abseil_cpp").archives.values():
+    for path in upstream_source.sources(*STATIC_RUNTIME_DEPENDENCIES).archives.values():
         with zipfile.ZipFile(path) as archive:
             (top,) = {name.split("/")[0] for name in archive.namelist()}
             cmakelists = archive.read(f"{top}/CMakeLists.txt").decode()
@@ -1127,7 +1129,7 @@ def test_windows_builds_turn_off_only_the_static_runtimes_that_default_on(tmp_pa
     assert result.returncode == 0, result.stderr
     passed = {match.group(1) for arg in configure_args(tools)
               if (match := re.fullmatch(r"-D(\w+_MSVC_STATIC_RUNTIME)=OFF", arg))}
-    assert len(defaults) == 3, defaults
+    assert len(defaults) == len(STATIC_RUNTIME_DEPENDENCIES), defaults  # each declares one
     assert passed == {name for name, on in defaults.items() if on}
 
 

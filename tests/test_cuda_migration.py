@@ -61,6 +61,7 @@ def add_migration(root: Path, smithy: Smithy, tmp_path: Path, version: str) -> P
         # a later migration than its model: conda-smithy applies them in that order
         text = re.sub(r"(?m)^migrator_ts: (\d+)$", lambda ts: f"migrator_ts: {int(ts.group(1)) + 1}", text)
         text = re.sub(r"(?m)^  use_local: true\n", "", text)
+        # once in the ordering and once as the migrated value: each replacement above took
         assert text.count(f"- {version}") == 2, text
         (migrations / f"cuda{version.replace('.', '')}.yaml").write_text(text)
     return smithy.pinning_with(sorted(migrations.glob("*.yaml")), tmp_path / "pinning")

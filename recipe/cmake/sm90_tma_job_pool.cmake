@@ -1,7 +1,7 @@
 # Included after ONNX Runtime's project() (CMAKE_PROJECT_onnxruntime_INCLUDE) by build_ep_cuda.sh.
 # The plugin's SM90 TMA units (ORT's onnxruntime_providers_cuda_plugin_sm90_tma target: the SM90
-# fpA_intB GEMM launchers and MoE GEMMs) take up to 9.3 GiB in one cicc process, against at most
-# 6.4 GiB for every other unit (measured, docs/build-cost/). A ninja pool lets at most
+# fpA_intB GEMM launchers and MoE GEMMs) take the most memory of any unit in one cicc process
+# (docs/build-cost/2026-12-02.md has the measurements). A ninja pool lets at most
 # CONDA_FORGE_SM90_TMA_JOBS of them compile at once, while the build's other jobs go on with the rest.
 function(conda_forge_sm90_tma_job_pool)
   if(TARGET onnxruntime_providers_cuda_plugin_sm90_tma)

@@ -68,8 +68,9 @@ DEVICE_OVERRIDES = {
     "context": [
         ["cuda_architectures", "75-real;75-virtual",
          "the list's oldest entry alone, plus its PTX, which the H200 compiles at load time: the kernels that "
-         "need SM80 or newer (the MoE GEMMs, flash attention) build as empty stubs, which takes the MoE kernels "
-         "from 377 to 20 s of cicc a unit (docs/build-cost/), and no SM90 TMA units are built"],
+         "need SM80 or newer (the MoE GEMMs, flash attention) build as empty stubs, which cuts the MoE kernels' "
+         "cicc time a unit to a fraction (docs/build-cost/2026-12-02-measurements.json), and no SM90 TMA units "
+         "are built"],
         ["cuda_arch_floor", "7.5", "that list's oldest SASS, as in the recipe"],
     ],
     "env": [

@@ -163,7 +163,7 @@ package() {
         earlier=(--package "${stage}/$(plan_get package)")
     fi
     # The H200 runs this build's SM 7.5 PTX, which the driver compiles at a process's first model run
-    # (about 90 s: docs/gpu-runs/2026-12-01-second-run.md). One driver cache, large enough for the whole
+    # (docs/gpu-runs/ has how long it takes). One driver cache, large enough for the whole
     # library, serves the package's tests and the user's runs, so that only the first pays for it.
     export CUDA_CACHE_PATH="${top}/cuda-cache" CUDA_CACHE_MAXSIZE=4294967296
     run_step package 1700 env PYTHONPATH="${top}/site" python3 "${top}/repo/scripts/device/package.py" \

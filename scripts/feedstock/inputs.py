@@ -72,7 +72,7 @@ def lowest_first(architectures: list[str]) -> list[str]:
 
 Url = text(r"https://[^\s\\]+", "an https URL")
 PackageName = text(r"[a-z0-9][a-z0-9._-]*", "a conda package name")
-# a line of a package's page on anaconda.org and of `conda search --info`; ours are under 100 characters
+# a line of a package's page on anaconda.org and of `conda search --info`; the config's are far shorter
 Summary = text(r"(?=.*\S)[^\n]{1,200}", "a one-line summary of at most 200 characters")
 Spdx = text(r"[A-Za-z0-9.+-]+", "an SPDX licence identifier")
 Version = text(r"\d+\.\d+\.\d+", "a version like 1.24.4")

@@ -21,8 +21,8 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .errors import InputError, Problem, clipped, quoted
 
-# The largest input, recipe/recipe.yaml, is about 20 KB of some 600 values, a few levels deep, and no input
-# uses an anchor. A file many times past these is no input of ours; within them, pure-Python PyYAML reads any
+# Each limit is many times what the largest input, recipe/recipe.yaml, has, and no input uses an anchor.
+# A file past them is no input of ours; within them, pure-Python PyYAML reads any
 # file in a fraction of a second (its time goes by values more than by bytes).
 MAX_BYTES = 256 * 1024
 MAX_VALUES = 10_000

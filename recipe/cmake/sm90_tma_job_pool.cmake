@@ -1,4 +1,4 @@
-# Included after ONNX Runtime's project() (CMAKE_PROJECT_onnxruntime_INCLUDE) by build_ep_cuda.sh.
+# Included after ONNX Runtime's project() (CMAKE_PROJECT_onnxruntime_INCLUDE) by build_ep_cuda.py.
 # The plugin's SM90 TMA units (ORT's onnxruntime_providers_cuda_plugin_sm90_tma target: the SM90
 # fpA_intB GEMM launchers and MoE GEMMs) take the most memory of any unit in one cicc process
 # (docs/build-cost/2026-12-02.md has the measurements). A ninja pool lets at most

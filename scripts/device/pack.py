@@ -10,8 +10,8 @@ split into DEST/bundle-N folders of at most BUNDLE_LIMIT bytes each, the build's
 build can start once the bundles holding them are staged. DEST/bundle-1/plan.json says what the run
 builds and tests and which settings differ from conda-forge's build (`DEVICE_OVERRIDES`); run.sh on
 the GPU machine reads it. README.md ("Building the plugin package on a GPU") gives the calls. With
---cost it plans a cost run instead (README.md, "What a release costs"): no overrides, and the build's
-inputs staged first.
+--cost it plans a cost run instead (README.md, "What a release costs"): the recipe's own settings, its
+architecture list and floor those of the newest CUDA job (`cost_overrides`).
 Exit 0 when the bundles are written, 2 when an input is missing.
 """
 
@@ -109,7 +109,7 @@ def cost_overrides(recipe: dict) -> dict:
 
 def build_plan(feedstock: Path, cost: bool = False) -> dict:
     """The plugin as rattler-build evaluates it for the newest linux-64 CUDA job, and the cores to test it
-    with; for a cost run (scripts/buildcost.py), the recipe's own settings with no device overrides."""
+    with; for a cost run (scripts/buildcost.py), the recipe's own settings instead of the device overrides."""
     cuda = newest_cuda(load_jobs(feedstock), "linux-64")
     try:
         recipe, _ = evaluate(feedstock, "onnxruntime-ep-cuda", cuda, None)

@@ -13,6 +13,7 @@ Exact versions, not mere imports, because the renderer's bytes depend on its jin
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import os
@@ -21,9 +22,14 @@ import shutil
 import subprocess
 import sys
 import venv
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import NoReturn
+
+try:
+    import fcntl
+except ImportError:  # Windows: no lock; the test suite, whose workers share the caches, runs on Linux
+    fcntl = None
 
 REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / ".venv"
@@ -57,6 +63,18 @@ def pip_install(python: Path, args: list[str], *, naming: str, environ: Mapping[
         raise PipFailed(naming, python.parent.parent, result.returncode, result.stderr + result.stdout)
 
 
+@contextlib.contextmanager
+def cache_lock(path: Path) -> Iterator[None]:
+    """Held while the cached `path` is checked and made: processes that share a cache (the test suite's
+    workers) take turns, and the one that comes second finds what the first made. The lock is the file
+    `<path>.lock` beside it, which stays."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f"{path.name}.lock", "w") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def cached_venv(env: Path, key: str, install: Callable[[Path], None], *, stamp: str = "installed") -> Path:
     """The interpreter of the venv at `env`, once `install(interpreter)` has succeeded there for `key`.
 
@@ -65,27 +83,28 @@ def cached_venv(env: Path, key: str, install: Callable[[Path], None], *, stamp: 
     stops, is removed, as is one a killed process left unfinished: a half-made environment would
     pass for a working one next time.
     """
-    python = venv_python(env)
-    done = env / f"{stamp}.sha256"
-    if (env / UNFINISHED).exists():
-        shutil.rmtree(env)
-    if python.exists() and done.is_file() and done.read_text().strip() == key:
+    with cache_lock(env):
+        python = venv_python(env)
+        done = env / f"{stamp}.sha256"
+        if (env / UNFINISHED).exists():
+            shutil.rmtree(env)
+        if python.exists() and done.is_file() and done.read_text().strip() == key:
+            return python
+        fresh = not python.exists()
+        try:
+            if fresh:
+                shutil.rmtree(env, ignore_errors=True)
+                env.mkdir(parents=True)
+                (env / UNFINISHED).touch()
+                venv.EnvBuilder(with_pip=True).create(env)
+            install(python)
+            done.write_text(key + "\n")
+            (env / UNFINISHED).unlink(missing_ok=True)
+        except BaseException:
+            if fresh:
+                shutil.rmtree(env, ignore_errors=True)
+            raise
         return python
-    fresh = not python.exists()
-    try:
-        if fresh:
-            shutil.rmtree(env, ignore_errors=True)
-            env.mkdir(parents=True)
-            (env / UNFINISHED).touch()
-            venv.EnvBuilder(with_pip=True).create(env)
-        install(python)
-        done.write_text(key + "\n")
-        (env / UNFINISHED).unlink(missing_ok=True)
-    except BaseException:
-        if fresh:
-            shutil.rmtree(env, ignore_errors=True)
-        raise
-    return python
 
 
 def _files(requirements: Path) -> list[Path]:

@@ -14,6 +14,7 @@ cannot run.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -40,7 +41,10 @@ def ort_refusals(root: Path, config: inputs.Config) -> list[Problem]:
     cached = root / ".cache" / "ort-cmake" / f"{located.tarball.name}-{located.tarball.stat().st_size}.cmake"
     if not cached.is_file():
         cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.write_text(located.read(architectures.ORT_CUDA_CONFIGURATION))
+        # whole or not at all, as a render beside this one may read it
+        partial = cached.with_name(f"{cached.name}.{os.getpid()}.partial")
+        partial.write_text(located.read(architectures.ORT_CUDA_CONFIGURATION))
+        partial.replace(cached)
     problems = []
     with tempfile.TemporaryDirectory() as scratch:
         for version, entry in config.cuda.versions.items():

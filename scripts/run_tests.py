@@ -17,4 +17,7 @@ bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt", always_venv=True
 import pytest  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(pytest.main(["-ra", str(bootstrap.REPO / "tests"), *sys.argv[1:]]))
+    # one worker per CPU (pytest-xdist): most tests wait on a compiler, pip or a download, one process
+    # at a time. worksteal: a worker that runs out takes tests from the end of another's share, so the
+    # long rehearsals do not leave the other CPU idle. Workers share .cache/ (bootstrap.cache_lock).
+    sys.exit(pytest.main(["-ra", "-n", "auto", "--dist", "worksteal", str(bootstrap.REPO / "tests"), *sys.argv[1:]]))

@@ -154,3 +154,19 @@ def test_ensure_that_cannot_install_says_which_file_in_one_line_and_leaves_no_ve
     assert result.stderr.splitlines()[-1].startswith(
         "bootstrap: cannot install scripts/requirements.txt into .venv/: pip exited 1 (ERROR: ")
     assert not (entry_point.parents[1] / ".venv").exists()
+
+
+def test_two_processes_asking_for_one_venv_at_once_build_it_once_and_both_get_it(tmp_path: Path) -> None:
+    env, installs = tmp_path / "env", tmp_path / "installs.txt"
+    builder = (
+        "import sys, time; from pathlib import Path; sys.path.insert(0, sys.argv[1]); import bootstrap\n"
+        "def install(python):\n"
+        "    with open(sys.argv[3], 'a') as log: log.write('installed\\n')\n"
+        "    time.sleep(3)\n"
+        "print(bootstrap.cached_venv(Path(sys.argv[2]), 'key', install))")
+    both = [subprocess.Popen([sys.executable, "-c", builder, str(Path(bootstrap.__file__).parent), str(env), str(installs)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    said = [process.communicate(timeout=300) for process in both]
+    assert [process.returncode for process in both] == [0, 0], said
+    assert installs.read_text() == "installed\n"
+    assert {out.strip() for out, _ in said} == {str(bootstrap.venv_python(env))}

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from bootstrap import cache_lock
 from conftest import CONFIG, REPO
 from feedstock.ci_support import load_jobs, newest_cuda
 from feedstock.cuda_targets import nvcc_targets, number
@@ -70,16 +71,18 @@ def rehearse(output: str, feedstock: Path = REPO, *extra: str, platform: str = L
     located = sources(*dependencies(output, platform))
     workdir = CACHE / "runs" / f"{output}-{_digest(feedstock, args, located, platform)}"
     report = workdir / "report.json"
-    if not report.exists():
-        shutil.rmtree(workdir, ignore_errors=True)
-        done = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse.py"), *args, "--workdir", str(workdir),
-                               "--feedstock", str(feedstock), "--cache", str(CACHE)],
-                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        assert report.exists(), f"rehearse.py exit {done.returncode}: {done.stderr[-3000:]}"
-        # the stand-in environments are most of a run's size (up to 2 GB for the plugin) and the report
-        # already lists what they held; the source, build tree and graph stay for the tests to read
-        for environment in ("prefix", "build_prefix"):
-            shutil.rmtree(workdir / environment, ignore_errors=True)
+    # a worker beside this one may be making the same rehearsal: it is made once
+    with cache_lock(workdir):
+        if not report.exists():
+            shutil.rmtree(workdir, ignore_errors=True)
+            done = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse.py"), *args, "--workdir", str(workdir),
+                                   "--feedstock", str(feedstock), "--cache", str(CACHE)],
+                                  capture_output=True, text=True, stdin=subprocess.DEVNULL)
+            assert report.exists(), f"rehearse.py exit {done.returncode}: {done.stderr[-3000:]}"
+            # the stand-in environments are most of a run's size (up to 2 GB for the plugin) and the report
+            # already lists what they held; the source, build tree and graph stay for the tests to read
+            for environment in ("prefix", "build_prefix"):
+                shutil.rmtree(workdir / environment, ignore_errors=True)
     return json.loads(report.read_text()), workdir
 
 

@@ -17,7 +17,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bootstrap import PipFailed, cached_venv, pip_install
+from bootstrap import PipFailed, cache_lock, cached_venv, pip_install
 from feedstock.architectures import NVCC_RELEASES
 from feedstock.reader import load_yaml
 from rehearsal import RehearsalError
@@ -275,6 +275,13 @@ def lay_out(requirements: dict[str, list[str]], cuda: str | None, workdir: Path,
             target_platform: str = BUILD_PLATFORM) -> Prefixes:
     """Fill BUILD_PREFIX (the build machine's, linux-64) and PREFIX (target_platform's) in workdir with the
     stand-ins of the recipe's build and host lists."""
+    # one rehearsal at a time downloads and unpacks into the shared cache
+    with cache_lock(cache):
+        return _lay_out(requirements, cuda, workdir, cache, target_platform)
+
+
+def _lay_out(requirements: dict[str, list[str]], cuda: str | None, workdir: Path, cache: Path,
+             target_platform: str) -> Prefixes:
     table = load_standins()
     if target_platform not in PLATFORMS:
         raise RehearsalError(f"no stand-ins are laid out for {target_platform}: {', '.join(PLATFORMS)} only")

@@ -13,6 +13,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from bootstrap import cache_lock
 from support.pyenvs import CACHE, pip_failed
 
 WHEELS = CACHE.parent / "wheels"
@@ -43,22 +44,23 @@ GGML = PluginWheel(
 def unpacked_wheel(requirement: str, platform: str | None) -> Path:
     """The unpacked wheel of a pinned `requirement` for pip's `platform` tag (None: this machine's)."""
     target = WHEELS / f"{requirement.replace('==', '-')}-{platform or 'native'}"
-    done = target / "unpacked.ok"
-    if done.exists():
+    with cache_lock(target):
+        done = target / "unpacked.ok"
+        if done.exists():
+            return target
+        with tempfile.TemporaryDirectory() as download:
+            command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+                       "--no-deps", "--only-binary=:all:", "--dest", download, requirement]
+            if platform:
+                command += ["--platform", platform]
+            result = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+            if result.returncode != 0:
+                pip_failed(f"download {requirement} for {platform or 'this machine'}", result.stdout + result.stderr)
+            (wheel,) = Path(download).glob("*.whl")
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(target)
+        done.write_text(f"{wheel.name}\n")
         return target
-    with tempfile.TemporaryDirectory() as download:
-        command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-                   "--no-deps", "--only-binary=:all:", "--dest", download, requirement]
-        if platform:
-            command += ["--platform", platform]
-        result = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        if result.returncode != 0:
-            pip_failed(f"download {requirement} for {platform or 'this machine'}", result.stdout + result.stderr)
-        (wheel,) = Path(download).glob("*.whl")
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(target)
-    done.write_text(f"{wheel.name}\n")
-    return target
 
 
 def linux_library(plugin: PluginWheel) -> Path:

@@ -21,7 +21,7 @@ sys.path.insert(0, str(DEVICE))
 import checks  # noqa: E402
 import pack  # noqa: E402
 import package  # noqa: E402
-from feedstock.ci_support import newest_cuda_job_file  # noqa: E402
+from feedstock.ci_support import job_file, newest_cuda_job_file  # noqa: E402
 from rattler_render import render  # noqa: E402
 from support.yaml_files import read_yaml  # noqa: E402
 from rehearsal.evaluate import evaluate  # noqa: E402
@@ -180,6 +180,30 @@ def test_the_device_copy_of_the_recipe_carries_each_override_and_renders_for_the
     # everything else is the committed recipe's: the other outputs render as they do from it
     assert {r.name for r in render(REPO / "recipe" / "recipe.yaml", lists, "linux-64", "linux-64")} == set(rendered) - {package.PLUGIN}
 
+
+
+def test_the_cpu_packages_copy_builds_them_offline_with_the_cpu_overrides_and_leaves_the_plugin_as_committed(
+        tmp_path: Path) -> None:
+    """pack.py --cpu: the CPU outputs of the CPU job (Python: the machine's 3.12) take the toolchain file with
+    the CPU overrides and the mirror, and no cutlass tree; the plugin renders as the committed recipe has it."""
+    plan = pack.build_plan(REPO, "cpu") | {"device_cuda": "13.0"}
+    recipe_dir, _ = package.device_recipe(plan, tmp_path, tmp_path / "src", tmp_path / "mirror", configure_only=False)
+    lists = read_yaml(job_file(REPO, "linux-64", None)) | {"python": ["3.12.* *_cpython"]}
+    for key in ("channel_sources", "channel_targets"):
+        lists.pop(key)
+    rendered = {r.name: r.recipe for r in render(recipe_dir / "recipe.yaml", lists, "linux-64", "linux-64")}
+    assert set(rendered) == set(plan["outputs"]) == {"onnxruntime-cpp", "onnxruntime"}
+    for name in plan["outputs"]:
+        toolchain = Path(rendered[name]["build"]["script"]["env"]["CMAKE_TOOLCHAIN_FILE"]).read_text()
+        assert 'set(onnxruntime_BUILD_UNIT_TESTS "OFF" CACHE STRING "" FORCE)' in toolchain
+        assert str(tmp_path / "mirror") in toolchain and "CUTLASS" not in toolchain
+        assert rendered[name]["tests"], name
+    cuda_lists = read_yaml(newest_cuda_job_file(REPO, "linux-64"))
+    for key in ("channel_sources", "channel_targets"):
+        cuda_lists.pop(key)
+    plugins = [r.recipe for r in render(recipe_dir / "recipe.yaml", cuda_lists, "linux-64", "linux-64")
+               if r.name == package.PLUGIN]
+    assert plugins and all("CMAKE_TOOLCHAIN_FILE" not in plugin["build"]["script"]["env"] for plugin in plugins)
 
 def test_staging_copies_a_bundle_and_start_needs_the_plan(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle-2" / "mirror"

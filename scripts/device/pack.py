@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Lay out what a run on the GPU machine needs, in bundles that each fit one call's transfer.
 
-    python3 scripts/device/pack.py [--mirror DIR] [--dest DIR] [--cost]
+    python3 scripts/device/pack.py [--mirror DIR] [--dest DIR] [--cost | --cpu] [--package PLUGIN]
 
 The GPU machine has no network, and one call carries at most 64 MiB: the checkout plus the folders
 named in `carry`. The sources, from a mirror folder laid out as scripts/rehearsal/sources.py describes
@@ -11,7 +11,10 @@ build can start once the bundles holding them are staged. DEST/bundle-1/plan.jso
 builds and tests and which settings differ from conda-forge's build (`DEVICE_OVERRIDES`); run.sh on
 the GPU machine reads it. README.md ("Building the plugin package on a GPU") gives the calls. With
 --cost it plans a cost run instead (README.md, "What a release costs"): the recipe's own settings, its
-architecture list and floor those of the newest CUDA job (`cost_overrides`).
+architecture list and floor those of the newest CUDA job (`cost_overrides`). With --cpu it plans the
+CPU packages instead (`onnxruntime-cpp`, and `onnxruntime` for the machine's Python), and with --package
+a user's environment of them and that plugin package after they are built (README.md, "The CPU packages
+on the GPU machine").
 Exit 0 when the bundles are written, 2 when an input is missing.
 """
 
@@ -50,14 +53,28 @@ PLAN_ALLOWANCE = 64 * 1024
 # it builds the newest linux-64 CUDA job's recipe: a CUDA 13 job's list is what CUDA 13.0's nvcc compiles too.
 WHEEL_TAGS = ["--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
               "--platform", "manylinux_2_27_x86_64", "--platform", "manylinux_2_17_x86_64"]
+
+
+def standin_wheels() -> list[str]:
+    """The wheels the stand-in channel unpacks on the GPU machine (standins.yaml's `machine` files under
+    {wheels}), at the table's versions; the cores', whose versions the plan gives, are gather's."""
+    wanted = []
+    for entry in load_standins().values():
+        version = entry.get("conda", {}).get("version")
+        for patterns in entry.get("machine", {}).values():
+            for pattern in [patterns] if isinstance(patterns, str) else patterns:
+                if version and pattern.startswith("{wheels}/"):
+                    wanted.append(f"{pattern.removeprefix('{wheels}/').split('-{version}')[0]}=={version}")
+    return wanted
+
+
 # What the run installs from PyPI: rattler-build and rattler (py-rattler-build, py-rattler), the CMake the
 # recipe asks for (below 4), and what the stand-in channel makes packages of besides the image's own
-# packages: the cores to test and check_plugin_binary.py's readers
+# packages (the cores to test come from the plan)
 TOOLS = [*(f"{name}=={importlib.metadata.version(name)}" for name in
            # the versions this machine's own scripts and tests run (scripts/requirements.txt, and what pydantic needs)
            ("py-rattler-build", "py-rattler", "pydantic", "pydantic-core", "annotated-types", "typing-inspection")),
-         # and the stand-in channel's versions of these (scripts/rehearsal/standins.yaml)
-         *(f"{name}=={load_standins()[name]['conda']['version']}" for name in ("cmake", "pyelftools", "pefile"))]
+         f"cmake=={load_standins()['cmake']['conda']['version']}", *standin_wheels()]
 # protoc 3.21 for the build machine (conda-forge's libprotobuf 3.21) and zstd, which the image lacks.
 DEBIAN_PACKAGES = ["protobuf-compiler", "libprotoc32", "libprotobuf32", "zstd"]
 
@@ -88,6 +105,19 @@ DEVICE_OVERRIDES = {
 }
 
 
+# The CPU packages' run (--cpu): the recipe's settings but one, each with its reason
+CPU_OVERRIDES = {
+    "context": [],
+    "env": [],
+    "cmake": [
+        ["onnxruntime_BUILD_UNIT_TESTS", "OFF",
+         "onnxruntime-cpp's unit tests, built and run by build_cpp.py, would double its build and leave no room in "
+         "the loan for the Python package's; conda-forge's CI builds and runs them"],
+    ],
+}
+CPU_OUTPUTS = ["onnxruntime-cpp", "onnxruntime"]
+
+
 class PackError(Exception):
     pass
 
@@ -107,23 +137,23 @@ def cost_overrides(recipe: dict) -> dict:
                         ["cuda_arch_floor", floor, reason]], "env": [], "cmake": []}
 
 
-def build_plan(feedstock: Path, cost: bool = False) -> dict:
-    """The plugin as rattler-build evaluates it for the newest linux-64 CUDA job, and the cores to test it
-    with; for a cost run (scripts/buildcost.py), the recipe's own settings instead of the device overrides."""
+def build_plan(feedstock: Path, purpose: str = "package") -> dict:
+    """What the run builds, for the newest linux-64 CUDA job. `package`: the plugin as rattler-build evaluates
+    it, with the device overrides, and the cores to test it with; `cost` (scripts/buildcost.py): the same
+    with the recipe's own settings; `cpu`: the CPU packages of the CPU job, whose user's environment takes
+    its CUDA libraries from that job's stand-ins."""
     cuda = newest_cuda(load_jobs(feedstock), "linux-64")
     try:
         recipe, _ = evaluate(feedstock, "onnxruntime-ep-cuda", cuda, None)
     except RehearsalError as error:
         raise PackError(str(error)) from None
-    version = recipe["package"]["version"]
-    floor = recipe["build"]["script"]["env"]["ORT_MIN_CORE_VERSION"]
-    return {
-        "version": version,
-        "cuda": cuda,
+    plan = {"version": recipe["package"]["version"], "cuda": cuda, "purpose": purpose}
+    if purpose == "cpu":
+        return plan | {"outputs": CPU_OUTPUTS, "overrides": CPU_OVERRIDES}
+    return plan | {
         "script_env": recipe["build"]["script"]["env"],
-        "cores": {"floor": floor, "newest": NEWEST_CORE},
-        "purpose": "cost" if cost else "package",
-        "overrides": cost_overrides(recipe) if cost else DEVICE_OVERRIDES,
+        "cores": {"floor": recipe["build"]["script"]["env"]["ORT_MIN_CORE_VERSION"], "newest": NEWEST_CORE},
+        "overrides": cost_overrides(recipe) if purpose == "cost" else DEVICE_OVERRIDES,
     }
 
 
@@ -143,7 +173,8 @@ def gather(upstream: Path, plan: dict, scratch: Path) -> tuple[dict[str, Path], 
     if reason := missing(upstream, plan["version"]):
         raise PackError(reason)
     tarball, trees, _ = sources(upstream, plan["version"])
-    build = {f"sources/{p.name}": p for p in (tarball, trees)}
+    # cutlass and cudnn_frontend are the plugin's alone
+    build = {f"sources/{p.name}": p for p in (tarball, *([] if plan["purpose"] == "cpu" else [trees]))}
     build |= {f"mirror/{p.relative_to(upstream / 'mirror')}": p
               for p in sorted((upstream / "mirror").rglob("*")) if p.is_file()}
     debs = scratch / "debs"
@@ -151,7 +182,7 @@ def gather(upstream: Path, plan: dict, scratch: Path) -> tuple[dict[str, Path], 
     _run(["apt-get", "download", *DEBIAN_PACKAGES], debs)
     build |= {f"debs/{p.name}": p for p in sorted(debs.glob("*.deb"))}
     wheels = scratch / "wheels"
-    cores = [f"onnxruntime=={plan['cores'][which]}" for which in ("floor", "newest")]
+    cores = [f"onnxruntime=={version}" for version in plan.get("cores", {}).values()]
     for requirement in [*cores, *TOOLS]:  # one at a time: pip refuses two versions of one project
         _run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
               "--only-binary=:all:", *WHEEL_TAGS, "-d", str(wheels), requirement], scratch)
@@ -202,12 +233,16 @@ def main(argv: list[str]) -> int:
                         help="the mirror folder (default: ORT_SOURCE_MIRROR, else ../shared/upstream)")
     parser.add_argument("--dest", type=Path, default=bootstrap.REPO / ".device", help="where the bundles go")
     parser.add_argument("--package", type=Path,
-                        help="a plugin package an earlier run built (.cache/device/): tested and installed, not rebuilt")
-    parser.add_argument("--cost", action="store_true",
-                        help="a cost run: the recipe's own settings, a sample of nvcc units compiled, no tests")
+                        help="a plugin package an earlier run built (.cache/device/): tested and installed, not rebuilt; "
+                             "with --cpu, installed with the CPU packages")
+    purpose = parser.add_mutually_exclusive_group()
+    purpose.add_argument("--cost", action="store_const", dest="purpose", const="cost", default="package",
+                         help="a cost run: the recipe's own settings, a sample of nvcc units compiled, no tests")
+    purpose.add_argument("--cpu", action="store_const", dest="purpose", const="cpu",
+                         help="the CPU packages, built and tested")
     args = parser.parse_args(argv)
     try:
-        plan = build_plan(bootstrap.REPO, args.cost)
+        plan = build_plan(bootstrap.REPO, args.purpose)
         if args.mirror is None:
             raise PackError("no mirror folder: name one with --mirror or ORT_SOURCE_MIRROR")
         with tempfile.TemporaryDirectory() as scratch:
@@ -216,9 +251,13 @@ def main(argv: list[str]) -> int:
                 if not args.package.is_file():
                     raise PackError(f"{args.package}: no such package")
                 plan["package"] = f"packages/{args.package.name}"
-                # nothing is built: ORT's sources stay here
-                build = {name: path for name, path in build.items() if not name.startswith(("sources/", "mirror/"))}
-                build[plan["package"]] = args.package
+                if args.purpose == "cpu":
+                    # needed once the CPU packages are built: it may come last
+                    tests[plan["package"]] = args.package
+                else:
+                    # nothing is built: ORT's sources stay here
+                    build = {name: path for name, path in build.items() if not name.startswith(("sources/", "mirror/"))}
+                    build[plan["package"]] = args.package
             packed = bundles(build, tests, BUNDLE_LIMIT - PLAN_ALLOWANCE)
             write(args.dest.resolve(), packed, plan, build)
     except PackError as error:

@@ -1,23 +1,31 @@
 #!/usr/bin/env python3
-"""The plugin package built by rattler-build, tested by rattler-build, installed by rattler, and used.
+"""The packages built by rattler-build, tested by rattler-build, installed by rattler, and used.
 
-    python3 package.py --stage STAGE --work WORK [--toolkit DIR] [--configure-only]
+    python3 package.py --stage STAGE --work WORK [--toolkit DIR] [--configure-only] [--package PLUGIN]
 
-Run on the GPU machine by run.sh, from the bundles pack.py wrote (STAGE: their contents). In order:
+Run on the GPU machine by run.sh, from the bundles pack.py wrote (STAGE: their contents). plan.json's
+`purpose` says what is built: the plugin (`package`, `cost`) or the CPU packages (`cpu`: its `outputs`).
+In order:
 
 1. The stand-in channel (scripts/rehearsal/channel.py), built by rattler-build from standins.yaml for
-   the newest linux-64 CUDA job's variant, with this machine's files as the packages' contents: its
-   CUDA toolkit (DIR, default /usr/local/cuda-13.0), cuDNN, compilers, binutils and Python, and the
-   wheels in STAGE/wheels. The job's CUDA and Python are this machine's (printed).
+   the linux-64 job's variant (the newest CUDA job's; the CPU job's and that one's for `cpu`), with this
+   machine's files as the packages' contents: its CUDA toolkit (DIR, default /usr/local/cuda-13.0),
+   cuDNN, compilers, binutils and Python, and the wheels in STAGE/wheels. The job's CUDA and Python are
+   this machine's (printed).
 2. The device's copy of the recipe: recipe/ as rendered, with the settings in which this build differs
    from conda-forge's (plan.json's `overrides`, each with its reason) put in, printed as a diff. The
    source is the mirror's tree, as the machine has no network.
-3. `rattler-build build` of onnxruntime-ep-cuda from that copy against the channel, then each of the
-   package's own tests run by rattler-build, one by one.
-4. A fresh environment with `onnxruntime onnxruntime-ep-cuda`, solved and installed by rattler (py-rattler)
-   from the built package's channel and the stand-ins, in which the plugin named by the package's
-   manifest runs a model on the GPU with its interpreter alone (no PYTHONPATH or LD_LIBRARY_PATH),
-   without and with torch imported first.
+3. `rattler-build build` of each output from that copy against the channel, then each of the packages'
+   own tests run by rattler-build, one by one.
+4. A fresh environment solved and installed by rattler (py-rattler) from the built packages' channel and
+   the stand-ins, used with its interpreter alone (no PYTHONPATH or LD_LIBRARY_PATH):
+   - plugin: `onnxruntime onnxruntime-ep-cuda` (onnxruntime a stand-in); the plugin named by the package's
+     manifest, registered by hand, runs a model on the GPU, without and with torch imported first;
+   - cpu, with the plugin package PLUGIN from an earlier run: `onnxruntime onnxruntime-cpp
+     onnxruntime-ep-cuda`, all this feedstock's; `import onnxruntime` registers the plugin and
+     `providers=["CUDAExecutionProvider"]` runs the model on the GPU (user_check.py), and a C++ program
+     built against onnxruntime-cpp's CMake package registers it from its manifest and runs it too
+     (consumer/).
 
 WORK/results/package.json and package.md say what each step did. With --configure-only (a dry run on a
 machine without a GPU) the build script stops at its build step (REHEARSAL_TARGETS_FILE) and nothing
@@ -47,12 +55,13 @@ sys.path.insert(0, str(REPO / "scripts"))
 import yaml  # noqa: E402
 
 from cores import NEWEST_CORE  # noqa: E402
-from feedstock.ci_support import newest_cuda_job_file  # noqa: E402
+from feedstock.ci_support import job_file, newest_cuda_job_file  # noqa: E402
 from feedstock.shipped_manifest import manifest_dir  # noqa: E402
 from rehearsal.channel import build_channel, standins  # noqa: E402
 from rehearsal.resolve import variant_file  # noqa: E402
 
 PLUGIN = "onnxruntime-ep-cuda"
+HERE = Path(__file__).resolve().parent
 # the programs the compiler and binutils stand-ins carry, by their root's name: the machine's own
 PROGRAMS = {"gcc": "gcc", "gxx": "g++", "cpp": "cpp", "gcc_ar": "gcc-ar", "gcc_nm": "gcc-nm",
             "gcc_ranlib": "gcc-ranlib", "ar": "ar", "as": "as", "ld": "ld", "nm": "nm", "objcopy": "objcopy",
@@ -156,7 +165,7 @@ def machine_facts() -> dict[str, str]:
 def write_report(results: dict, path: Path) -> None:
     """package.md: what each step did, from package.json."""
     steps = results.get("steps", {})
-    lines = ["# The plugin package on a GPU: rattler-build, its tests, and a user's environment", "",
+    lines = ["# The packages on a GPU: rattler-build, their tests, and a user's environment", "",
              f"- machine: {results.get('machine', {})}", f"- CUDA {results.get('cuda')}, Python {results.get('python')}",
              f"- started with: {results.get('started_with')}", "", "## Steps", "", "| step | ok | seconds |",
              "|---|---|---|"]
@@ -169,24 +178,23 @@ def write_report(results: dict, path: Path) -> None:
         lines += [f"- {kind} `{name}` = `{value}`: {reason}" for name, value, reason in entries]
     if "diff" in steps.get("recipe", {}):
         lines += ["", "```diff", steps["recipe"]["diff"].rstrip(), "```"]
-    if "package" in results:
-        package = results["package"]
-        lines += ["", "## The package", "", f"- `{package['file']}`: {package['bytes']} bytes",
-                  f"- depends: {package['depends']}", f"- constrains: {package['constrains']}", "- files:"]
-        lines += [f"  - `{f}`" for f in package["files"]]
-    lines += ["", "## rattler-build's linking checks", ""]
-    lines += [f"    {line}" for line in steps.get("build", {}).get("linking", [])] or ["(none reported)"]
-    for result in steps.get("tests", {}).get("results", []):
-        lines += ["", f"## Test {result['index']}: {'passed' if result['success'] else 'FAILED'} in {result.get('seconds')} s",
-                  "", "```",
-                  result["output"][-2500:].rstrip(), "```"]
+    for package in results.get("packages", []):
+        lines += ["", f"## {package['file']}", "", f"- {package['bytes']} bytes",
+                  f"- depends: {package['depends']}", f"- constrains: {package['constrains']}",
+                  f"- {len(package['files'])} files:"]
+        lines += [f"  - `{f}`" for f in package["files"][:60]]
+    for name, step in steps.items():
+        if name.startswith("build"):
+            lines += ["", f"## rattler-build's linking checks ({name})", ""]
+            lines += [f"    {line}" for line in step.get("linking", [])] or ["(none reported)"]
+        for result in step.get("results", []) if name.startswith("tests") else []:
+            lines += ["", f"## {name}, test {result['index']}: {'passed' if result['success'] else 'FAILED'} in "
+                      f"{result.get('seconds')} s", "", "```", result["output"][-2500:].rstrip(), "```"]
     install = steps.get("install", {})
     if install:
-        lines += ["", "## A user's environment", "", f"- packages: {install.get('packages')}",
-                  f"- the model run: exit {install.get('run')}; after `import torch`: exit {install.get('run_after_torch')}"]
-        for name in ("user-run", "user-run-after-torch"):
-            if f"{name} log" in install:
-                lines += ["", f"{name}:", "```", install[f"{name} log"].rstrip(), "```"]
+        lines += ["", "## A user's environment", "", f"- packages: {install.get('packages')}"]
+        for name, status in install.get("runs", {}).items():
+            lines += ["", f"{name}: exit {status}", "```", install["logs"][name].rstrip(), "```"]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -207,12 +215,14 @@ def device_recipe(plan: dict, work: Path, src: Path, mirror: Path, configure_onl
     # offline: ORT's dependency archives from the mirror, cutlass and cudnn_frontend from their trees
     lines.append(f'set(onnxruntime_CMAKE_DEPS_MIRROR_DIR "{mirror}" CACHE PATH "" FORCE)')
     lines.append('set(FETCHCONTENT_TRY_FIND_PACKAGE_MODE NEVER CACHE STRING "" FORCE)')
-    for name, folder in (("CUTLASS", "cutlass"), ("CUDNN_FRONTEND", "cudnn_frontend")):
-        lines.append(f'set(FETCHCONTENT_SOURCE_DIR_{name} "$ENV{{SRC_DIR}}/$ENV{{ORT_BUILD_DIR}}/_deps/{folder}-src" '
-                     'CACHE PATH "" FORCE)')
+    outputs = plan.get("outputs", [PLUGIN])
+    if PLUGIN in outputs:
+        for name, folder in (("CUTLASS", "cutlass"), ("CUDNN_FRONTEND", "cudnn_frontend")):
+            lines.append(f'set(FETCHCONTENT_SOURCE_DIR_{name} "$ENV{{SRC_DIR}}/$ENV{{ORT_BUILD_DIR}}/_deps/{folder}-src" '
+                         'CACHE PATH "" FORCE)')
     toolchain.write_text("\n".join(lines) + "\n")
     for output in recipe["outputs"]:
-        if output["package"]["name"] != PLUGIN:
+        if output["package"]["name"] not in outputs:
             continue
         env = output["build"]["script"]["env"]
         for name, value, _ in overrides["env"]:
@@ -222,7 +232,8 @@ def device_recipe(plan: dict, work: Path, src: Path, mirror: Path, configure_onl
             # the script stops at its build step: the package is empty, so its tests go
             env["REHEARSAL_TARGETS_FILE"] = str(work / "build_targets.txt")
             output.pop("tests", None)
-        output["build"]["skip"] = [f'cuda_compiler_version != "{plan["device_cuda"]}"']
+        if output["package"]["name"] == PLUGIN:
+            output["build"]["skip"] = [f'cuda_compiler_version != "{plan["device_cuda"]}"']
     text = yaml.safe_dump(recipe, sort_keys=False, width=120)
     (target / "recipe.yaml").write_text(text)
     diff = "".join(difflib.unified_diff(yaml.safe_dump(yaml.safe_load(original), sort_keys=False, width=120)
@@ -238,6 +249,8 @@ def unpack_sources(stage: Path, work: Path) -> Path:
     src.mkdir(parents=True)
     (tarball,) = stage.glob("sources/onnxruntime-*-src.tar.zst")
     subprocess.run(f'zstd -dc "{tarball}" | tar -x -C "{src}" --strip-components=1', shell=True, check=True)
+    if not (stage / "sources" / "cutlass-cudnn_frontend-trees.tar.zst").exists():
+        return src  # the CPU packages fetch neither
     deps = src / os.environ.get("ORT_BUILD_DIR_FOR_TREES", "build-ep-cuda") / "_deps"
     deps.mkdir(parents=True)
     subprocess.run(f'zstd -dc "{stage}/sources/cutlass-cudnn_frontend-trees.tar.zst" | tar -x -C "{deps}"',
@@ -280,29 +293,130 @@ def linking_findings(said: list[str]) -> list[str]:
     return [line for line in said if any(k in line.lower() for k in keys) or line.startswith(("warn", "error"))][:120]
 
 
-def user_environment(channels: list[str], prefix: Path) -> list[str]:
-    """`onnxruntime onnxruntime-ep-cuda` solved and installed by rattler, as a user's conda would, with onnx,
-    which the load test builds its model with."""
+def user_environment(channels: list[str], specs: list[str], prefix: Path) -> list[str]:
+    """`specs` solved and installed by rattler, as a user's conda would, from the channels in their order
+    (strict priority: a name the first channel has comes from it alone)."""
     import rattler  # noqa: PLC0415
     from rattler import VirtualPackage, VirtualPackageOverrides  # noqa: PLC0415
 
     virtual = VirtualPackage.detect(VirtualPackageOverrides.from_env())
-    records = asyncio.run(rattler.solve(sources=channels, specs=["onnxruntime", PLUGIN, "onnx"],
-                                        platforms=["linux-64", "noarch"], virtual_packages=virtual))
+    records = asyncio.run(rattler.solve(sources=channels, specs=specs, platforms=["linux-64", "noarch"],
+                                        virtual_packages=virtual))
     shutil.rmtree(prefix, ignore_errors=True)
     asyncio.run(rattler.install(records, target_prefix=prefix, show_progress=False))
     return sorted(f"{r.name.normalized} {r.version} {r.build}" for r in records)
 
 
-def run_in(prefix: Path, arguments: list[str], log: Path) -> int:
-    """The environment's own python with a bare environment: no PYTHONPATH, no LD_LIBRARY_PATH."""
-    bare = {"PATH": f"{prefix}/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
+def run_in(prefix: Path, arguments: list[str], log: Path, extra_path: str = "") -> int:
+    """A command in the environment with a bare environment: no PYTHONPATH, no LD_LIBRARY_PATH; `extra_path`
+    puts the machine's build tools (cmake, ninja) after the environment's programs."""
+    bare = {"PATH": f"{prefix}/bin:{extra_path + ':' if extra_path else ''}/usr/bin:/bin",
+            "HOME": os.environ.get("HOME", "/root"),
             # the driver's kernel cache, which run.sh shares between the tests and these runs
             **{k: os.environ[k] for k in ("CUDA_CACHE_PATH", "CUDA_CACHE_MAXSIZE") if k in os.environ}}
     with log.open("w") as out:
-        done = subprocess.run([str(prefix / "bin" / "python"), *arguments], env=bare, stdout=out,
-                              stderr=subprocess.STDOUT, cwd=REPO / "recipe", timeout=600)
+        done = subprocess.run(arguments, env=bare, stdout=out, stderr=subprocess.STDOUT, cwd=REPO / "recipe",
+                              timeout=600)
     return done.returncode
+
+
+def local_channel(packages: list[Path], channel: Path) -> None:
+    """The packages in a channel of their own, indexed."""
+    import rattler.index  # noqa: PLC0415
+
+    shutil.rmtree(channel, ignore_errors=True)
+    (channel / "linux-64").mkdir(parents=True)
+    for package in packages:
+        shutil.copy(package, channel / "linux-64" / package.name)
+    asyncio.run(rattler.index.index_fs(channel))
+
+
+def build_outputs(plan: dict, stage: Path, work: Path, job: Path, variant_overrides: dict, channel: Path,
+                  output: Path, results: dict, results_dir: Path, configure_only: bool) -> list[Path]:
+    """Each output of the plan built by rattler-build from the device's copy of the recipe."""
+    from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig  # noqa: PLC0415
+
+    with Step(results, "recipe") as record:
+        src = unpack_sources(stage, work)
+        recipe_dir, record["diff"] = device_recipe(plan, work, src, stage / "mirror", configure_only)
+        print(record["diff"])
+        variants = variant_file(job, work, variant_overrides)
+    shutil.rmtree(output, ignore_errors=True)
+    rendered = Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig.from_file(variants))
+    built = []
+    for name in plan.get("outputs", [PLUGIN]):
+        with Step(results, f"build {name}") as record:
+            (variant,) = [v for v in rendered if v.recipe.to_dict()["package"]["name"] == name]
+            record["variant"] = {k: str(v) for k, v in variant.variant.items()}
+            said = Said()
+            try:
+                # keep_build: the work folder, with the build script's log and ninja's, outlives the build
+                variant.run_build(tool_config=ToolConfiguration(test_strategy="skip", compression_threads=os.cpu_count(),
+                                                                keep_build=True),
+                                  output_dir=output, channels=[channel.as_uri()], no_build_id=True, progress_callback=said)
+            finally:
+                (results_dir / f"rattler-build-{name}.log").write_text("\n".join(said.lines) + "\n")
+                for script_log in output.glob(f"bld/rattler-build_{name}_*/work/conda_build.log"):
+                    shutil.copy(script_log, results_dir / f"conda_build-{name}.log")
+                # each ninja step's start and end, to tell where the build spent its time
+                for ninja_log in output.glob(f"bld/rattler-build_{name}_*/work/*/.ninja_log"):
+                    shutil.copy(ninja_log, results_dir / f"ninja_log-{name}.txt")
+                record["linking"] = linking_findings(said.lines)
+            (package,) = output.glob(f"linux-64/{name}-{plan['version']}-*.conda")
+            results.setdefault("packages", []).append(conda_facts(package))
+            built.append(package)
+    return built
+
+
+def run_tests(package: Path, channels: list[str], results: dict) -> None:
+    """The package's own tests, run by rattler-build one by one."""
+    from rattler_build import Package  # noqa: PLC0415
+
+    name = Package.from_file(package).name
+    with Step(results, f"tests {name}") as record:
+        built_package = Package.from_file(package)
+        record["results"] = []
+        for index in range(built_package.test_count):
+            started, said = time.monotonic(), Said()
+            try:
+                outcome = built_package.run_test(index, channel=channels, progress_callback=said)
+                success, lines = outcome.success, outcome.output
+            except Exception as error:  # rattler-build raises for a test that fails: record it, run the next
+                success, lines = False, [*said.lines, f"{type(error).__name__}: {error}"]
+            said = "\n".join(lines) if isinstance(lines, list) else str(lines)
+            record["results"].append({"index": index, "success": success, "output": said[-6000:],
+                                      "seconds": round(time.monotonic() - started, 1)})
+            print(f"{name} test {index}: {'passed' if success else 'FAILED'}", flush=True)
+        record["ok"] = all(r["success"] for r in record["results"])
+
+
+def use_plugin(prefix: Path, results_dir: Path, cpu_packages: bool, roots: dict[str, str]) -> dict[str, int]:
+    """What a user of the environment does with the plugin, each run's exit status by its name (its log is
+    results/<name>.log)."""
+    manifest_path = next((prefix / manifest_dir("unix")).glob("*.json"))
+    manifest = json.loads(manifest_path.read_text())
+    runs = {}
+    if not cpu_packages:
+        # the library the manifest names, under the registration name it gives, as README.md has users do
+        load = ["test_plugin_load.py", "--library", str(prefix / manifest["library"]),
+                "--ep-name", manifest["registration_name"], "--require-device"]
+        runs["user-run"] = run_in(prefix, [str(prefix / "bin" / "python"), *load], results_dir / "user-run.log")
+        torch_first = ["-c", "import sys; sys.path.append(sys.argv[1]); import torch; "
+                       "print('torch', torch.__version__, torch.cuda.is_available()); sys.argv = sys.argv[2:]; "
+                       "import runpy; runpy.run_path('test_plugin_load.py', run_name='__main__')",
+                       sysconfig.get_paths()["purelib"], *load]
+        runs["user-run-after-torch"] = run_in(prefix, [str(prefix / "bin" / "python"), *torch_first],
+                                              results_dir / "user-run-after-torch.log")
+        return runs
+    # this feedstock's onnxruntime registers the plugin at import; its model, saved for the C++ program too
+    model = results_dir / "model.onnx"
+    runs["user-python"] = run_in(prefix, [str(prefix / "bin" / "python"), str(HERE / "user_check.py"), str(model)],
+                                 results_dir / "user-python.log")
+    # built with the machine's compiler, CMake and ninja against the environment's onnxruntime-cpp
+    tools = ":".join(str(Path(roots[k]).parent) for k in ("cmake", "ninja", "gxx"))
+    runs["user-cpp"] = run_in(prefix, ["bash", str(HERE / "consumer" / "run.sh"), str(prefix), str(model)],
+                              results_dir / "user-cpp.log", extra_path=tools)
+    return runs
 
 
 def main(argv: list[str]) -> int:
@@ -313,7 +427,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--results", type=Path, help="where package.json and package.md go (default: WORK/results)")
     parser.add_argument("--configure-only", action="store_true")
     parser.add_argument("--package", type=Path,
-                        help="a plugin package built by an earlier run: tested and installed instead of building one")
+                        help="a plugin package built by an earlier run: tested and installed instead of building one; "
+                             "for the CPU packages, installed with them")
     args = parser.parse_args(argv)
     # what this script was started with stays with it: rattler-build's environments and the user's get none of it
     started_with = {k: os.environ.pop(k, "") for k in ("PYTHONPATH", "LD_LIBRARY_PATH")}
@@ -322,6 +437,7 @@ def main(argv: list[str]) -> int:
     results_dir.mkdir(parents=True, exist_ok=True)
     plan = json.loads((stage / "plan.json").read_text())
     plan["device_cuda"] = toolkit_version(args.toolkit)
+    cpu_packages = plan["purpose"] == "cpu"
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     results: dict = {"overrides": plan["overrides"], "cuda": plan["device_cuda"], "python": python,
                      "started_with": started_with, "machine": machine_facts()}
@@ -330,96 +446,52 @@ def main(argv: list[str]) -> int:
         (results_dir / "package.json").write_text(json.dumps(results, indent=1) + "\n")
         write_report(results, results_dir / "package.md")
 
-    channel, output = work / "channel", work / "output"
+    channel, output, earlier = work / "channel", work / "output", work / "earlier"
     try:
         with Step(results, "channel") as record:
-            job = newest_cuda_job_file(REPO, "linux-64")
-            # the job's variant with this machine's CUDA and Python: the GPU machine's own toolkit and interpreter
-            variant_overrides = {"cuda_compiler_version": plan["device_cuda"], "python": f"{python}.* *_cpython"}
-            record["job"], record["variant_overrides"] = job.name, variant_overrides
-            chosen = standins([job], {"min_core_version": plan["cores"]["floor"], "newest_core_version": NEWEST_CORE},
-                              overrides=variant_overrides)
+            # each job's variant with this machine's CUDA and Python: the GPU machine's own toolkit and interpreter
+            cuda_overrides = {"cuda_compiler_version": plan["device_cuda"], "python": f"{python}.* *_cpython"}
+            jobs = {newest_cuda_job_file(REPO, "linux-64"): cuda_overrides}
+            if cpu_packages:
+                # the CPU job's is the one built; the CUDA job's stand-ins are what the plugin installs with
+                jobs = {job_file(REPO, "linux-64", None): {"python": cuda_overrides["python"]}} | jobs
+            job, variant_overrides = next(iter(jobs.items()))
+            record["jobs"] = {path.name: overrides for path, overrides in jobs.items()}
+            # the cores the plugin's tests load, which the CPU packages' run replaces with its own onnxruntime
+            cores = {} if cpu_packages else {"min_core_version": plan["cores"]["floor"], "newest_core_version": NEWEST_CORE}
+            chosen = sorted({s for path, overrides in jobs.items() for s in standins([path], cores, overrides=overrides)},
+                            key=lambda s: (s.name, s.version, s.build))
             shutil.rmtree(channel, ignore_errors=True)
-            built = build_channel(chosen, channel, machine_roots(stage, work, args.toolkit))
+            roots = machine_roots(stage, work, args.toolkit)
+            built = build_channel(chosen, channel, roots)
             record["packages"] = {p.name: p.stat().st_size for p in built}
-        if args.package is not None:
-            # an earlier run's package, in a channel of its own
-            import rattler.index  # noqa: PLC0415
-
-            shutil.rmtree(output, ignore_errors=True)
-            (output / "linux-64").mkdir(parents=True)
-            package = output / "linux-64" / args.package.name
-            shutil.copy(args.package, package)
-            asyncio.run(rattler.index.index_fs(output))
-            results["package"] = conda_facts(package)
+        if args.package is not None and not cpu_packages:
+            # an earlier run's plugin, in a channel of its own, tested and installed instead of built
+            local_channel([args.package], output)
+            packages = [output / "linux-64" / args.package.name]
+            results["packages"] = [conda_facts(packages[0])]
         else:
-            with Step(results, "recipe") as record:
-                src = unpack_sources(stage, work)
-                recipe_dir, record["diff"] = device_recipe(plan, work, src, stage / "mirror", args.configure_only)
-                print(record["diff"])
-                variants = variant_file(job, work, variant_overrides)
-            with Step(results, "build") as record:
-                from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig  # noqa: PLC0415
-
-                shutil.rmtree(output, ignore_errors=True)
-                rendered = [v for v in Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig.from_file(variants))
-                            if v.recipe.to_dict()["package"]["name"] == PLUGIN]
-                record["variant"] = {k: str(v) for k, v in rendered[0].variant.items()}
-                said = Said()
-                try:
-                    # keep_build: the work folder, with the build script's log and ninja's, outlives the build for the copies below
-                    rendered[0].run_build(tool_config=ToolConfiguration(test_strategy="skip", compression_threads=os.cpu_count(),
-                                                                        keep_build=True),
-                                          output_dir=output, channels=[channel.as_uri()], no_build_id=True,
-                                          progress_callback=said)
-                finally:
-                    (results_dir / "rattler-build.log").write_text("\n".join(said.lines) + "\n")
-                    for script_log in output.glob("bld/*/work/conda_build.log"):
-                        shutil.copy(script_log, results_dir / "conda_build.log")
-                    # each ninja step's start and end, to tell where the build spent its time
-                    for ninja_log in output.glob("bld/*/work/*/.ninja_log"):
-                        shutil.copy(ninja_log, results_dir / "ninja_log.txt")
-                    record["linking"] = linking_findings(said.lines)
-                (package,) = output.glob(f"linux-64/{PLUGIN}-*.conda")
-                results["package"] = conda_facts(package)
+            packages = build_outputs(plan, stage, work, job, variant_overrides, channel, output, results, results_dir,
+                                     args.configure_only)
         if args.configure_only:
             return 0
-        with Step(results, "tests") as record:
-            from rattler_build import Package  # noqa: PLC0415
-
-            built_package = Package.from_file(package)
-            record["results"] = []
-            for index in range(built_package.test_count):
-                started, said = time.monotonic(), Said()
-                try:
-                    outcome = built_package.run_test(index, channel=[output.as_uri(), channel.as_uri()],
-                                                     progress_callback=said)
-                    success, lines = outcome.success, outcome.output
-                except Exception as error:  # rattler-build raises for a test that fails: record it, run the next
-                    success, lines = False, [*said.lines, f"{type(error).__name__}: {error}"]
-                said = "\n".join(lines) if isinstance(lines, list) else str(lines)
-                record["results"].append({"index": index, "success": success, "output": said[-6000:],
-                                          "seconds": round(time.monotonic() - started, 1)})
-                print(f"test {index}: {'passed' if success else 'FAILED'}", flush=True)
-            record["ok"] = all(r["success"] for r in record["results"])
+        for package in packages:
+            run_tests(package, [output.as_uri(), channel.as_uri()], results)
+        if cpu_packages and args.package is None:
+            return 0 if all(s.get("ok") for s in results["steps"].values()) else 1
         with Step(results, "install") as record:
-            prefix = work / "user-env"
-            record["packages"] = user_environment([output.as_uri(), channel.as_uri()], prefix)
-            manifest = json.loads(next((prefix / manifest_dir("unix")).glob("*.json")).read_text())
-            record["manifest"] = manifest
-            # the library the manifest names, under the registration name it gives, as README.md has users do
-            load = ["test_plugin_load.py", "--library", str(prefix / manifest["library"]),
-                    "--ep-name", manifest["registration_name"], "--require-device"]
-            record["run"] = run_in(prefix, load, results_dir / "user-run.log")
-            torch_first = ["-c", "import sys; sys.path.append(sys.argv[1]); import torch; "
-                           "print('torch', torch.__version__, torch.cuda.is_available()); sys.argv = sys.argv[2:]; "
-                           "import runpy; runpy.run_path('test_plugin_load.py', run_name='__main__')",
-                           sysconfig.get_paths()["purelib"], "test_plugin_load.py", *load[1:]]
-            record["run_after_torch"] = run_in(prefix, torch_first, results_dir / "user-run-after-torch.log")
-            record["ok"] = record["run"] == 0 and record["run_after_torch"] == 0
-            for name in ("user-run", "user-run-after-torch"):
-                record[f"{name} log"] = (results_dir / f"{name}.log").read_text(errors="replace")[-3000:]
-    except Exception as error:  # every step's outcome goes in the report, the failing one's too
+            channels = [output.as_uri(), channel.as_uri()]
+            specs = ["onnxruntime", PLUGIN, "onnx"]
+            if cpu_packages:
+                local_channel([args.package], earlier)
+                channels.insert(1, earlier.as_uri())
+                specs.append("onnxruntime-cpp")
+            record["packages"] = user_environment(channels, specs, work / "user-env")
+            record["runs"] = use_plugin(work / "user-env", results_dir, cpu_packages, roots)
+            record["logs"] = {name: (results_dir / f"{name}.log").read_text(errors="replace")[-3000:]
+                              for name in record["runs"]}
+            record["ok"] = not any(record["runs"].values())
+    except Exception:  # every step's outcome goes in the report, the failing one's too
         import traceback  # noqa: PLC0415
 
         traceback.print_exc()

@@ -5,8 +5,9 @@
 #   run.sh stage BUNDLE   copy a carried bundle into the machine's staging folder
 #   run.sh start          run the pipeline detached (it outlives the call); it waits for its inputs, then
 #                         package.py builds the stand-in channel and the plugin package with rattler-build,
-#                         runs the package's tests and installs it for a user (for a cost run, plan.json's
-#                         purpose "cost": measures a sample of nvcc units instead)
+#                         runs the package's tests and installs it for a user (plan.json's purpose "cpu":
+#                         the CPU packages instead, installed with a plugin package an earlier run built;
+#                         "cost": measures a sample of nvcc units instead)
 #   run.sh wait SECONDS   print progress until the pipeline ends or SECONDS pass, then copy report.md,
 #                         package.md and package.json, the built package in 15 MiB pieces, logs.tar.gz and a
 #                         cost run's measurements.json into $OUT
@@ -152,12 +153,13 @@ rattler_build_tools() {
     fi
 }
 
-# The plugin package (plan.json's purpose "package"): package.py builds the stand-in channel from this
-# machine's files, builds the package with rattler-build from the device's copy of the recipe, runs its
-# tests and installs it for a user (package.py says how).
+# The packages (plan.json's purpose "package": the plugin; "cpu": the CPU packages): package.py builds the
+# stand-in channel from this machine's files, builds the packages with rattler-build from the device's copy
+# of the recipe, runs their tests and installs them for a user (package.py says how).
 package() {
     rattler_build_tools
-    # a package an earlier run built (pack.py --package) is tested and installed instead of built again
+    # a plugin package an earlier run built (pack.py --package): tested and installed instead of built again,
+    # or installed with the CPU packages
     local earlier=()
     if python3 -c 'import json, sys; sys.exit("package" not in json.load(open(sys.argv[1])))' "${plan}"; then
         earlier=(--package "${stage}/$(plan_get package)")

@@ -92,9 +92,12 @@ def newest_cuda(jobs: list[CiJob], platform: str) -> str | None:
 
 def newest_cuda_job_file(root: Path, platform: str) -> Path:
     """The `.ci_support` file of `platform`'s job with the newest CUDA version (newest_cuda)."""
-    jobs = load_jobs(root)
-    cuda = newest_cuda(jobs, platform)
-    found = [job for job in jobs if job.platform == platform and cuda and job.cuda_version == cuda]
+    return job_file(root, platform, newest_cuda(load_jobs(root), platform))
+
+
+def job_file(root: Path, platform: str, cuda: str | None) -> Path:
+    """The `.ci_support` file of `platform`'s one job that builds `cuda` (None: its CPU job)."""
+    found = [job for job in load_jobs(root) if job.platform == platform and job.cuda_version == cuda]
     if len(found) != 1:
-        raise InputError(CI_SUPPORT, platform, f"{len(found)} jobs build CUDA {cuda}; expected one")
+        raise InputError(CI_SUPPORT, platform, f"{len(found)} jobs build CUDA {cuda or NO_CUDA}; expected one")
     return root / CI_SUPPORT / f"{found[0].name}.yaml"

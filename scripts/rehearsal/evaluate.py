@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from feedstock.ci_support import job_file
+from feedstock.errors import InputError
 from feedstock.reader import load_yaml
 from rattler_render import render
 from rehearsal import RehearsalError
@@ -13,15 +15,15 @@ from rehearsal.prefixes import BUILD_PLATFORM
 
 def variant_lists(feedstock: Path, cuda: str | None, python: str | None, platform: str = BUILD_PLATFORM) -> dict:
     """The platform's .ci_support file for this CUDA version (None: the CPU one), one Python kept."""
-    wanted = f"cuda_compiler_version{cuda or 'None'}"
-    files = [f for f in sorted((feedstock / ".ci_support").glob(f"{platform.replace('-', '_')}_*.yaml")) if wanted in f.name]
-    if len(files) != 1:
-        raise RehearsalError(f"{feedstock / '.ci_support'}: {len(files)} {platform} files for CUDA {cuda or 'None'}, expected one")
-    lists = load_yaml(files[0], str(files[0]))
+    try:
+        path = job_file(feedstock, platform, cuda)
+    except InputError as error:
+        raise RehearsalError(str(error)) from None
+    lists = load_yaml(path, str(path))
     if python is not None:
         kept = [p for p in lists.get("python", []) if str(p).startswith(f"{python}.")]
         if not kept:
-            raise RehearsalError(f"{files[0]}: python {python} is not among {lists.get('python')}")
+            raise RehearsalError(f"{path}: python {python} is not among {lists.get('python')}")
         lists["python"] = kept
     elif "python" in lists:
         lists["python"] = lists["python"][:1]

@@ -40,7 +40,8 @@ SCRIPT_ENV = {Path(output["build"]["script"]["file"]).stem: output["build"]["scr
 PLUGIN_SCRIPT_ENV = SCRIPT_ENV["build_ep_cuda"]
 PLUGIN_SCRIPT = RECIPE / "build_ep_cuda.py"
 
-SHELL_SCRIPTS = sorted(RECIPE.rglob("*.sh"))
+# the recipe's, and the consumer program's that builds and runs on the GPU machine
+SHELL_SCRIPTS = sorted([*RECIPE.rglob("*.sh"), REPO / "scripts" / "device" / "consumer" / "run.sh"])
 # The build scripts run here and the target platforms each is run for; linux-aarch64 is cross-compiled
 # on linux-64 (conda-forge.yml's build_platform)
 BUILDS = {"build_ep_cuda.py": ("linux-64", "linux-aarch64", "win-64"),
@@ -243,7 +244,7 @@ def leave_plugin_library(source: Path, platform: str = "linux-64") -> Path:
 # --- static checks
 
 
-@pytest.mark.parametrize("script", SHELL_SCRIPTS, ids=lambda path: str(path.relative_to(RECIPE)))
+@pytest.mark.parametrize("script", SHELL_SCRIPTS, ids=lambda path: str(path.relative_to(REPO)))
 def test_shell_script_passes_shellcheck(script: Path):
     result = subprocess.run([str(shellcheck()), "--external-sources", "--source-path=SCRIPTDIR", str(script)],
                             capture_output=True, text=True, cwd=script.parent)

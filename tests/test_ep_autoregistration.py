@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes.util
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FLOOR_CORE_VERSION
+from conftest import FLOOR_CORE_VERSION, REPO
 from cores import NEWEST_CORE
 from support.ep_prefix import MANIFEST_DIR, ProbeReport, plugin_manifest, probe, stage_prefix, write_manifest
 from support.pyenvs import python_env, run, site_packages
@@ -34,7 +35,8 @@ CORES = {
     "newest": [f"onnxruntime=={NEWEST_CORE}", "onnxruntime-ep-webgpu==0.4.0"],
 }
 # onnxruntime-ggml 0.2.0 requires onnxruntime>=1.29,<1.31: the newest core it installs beside is 1.30.0.
-GGML = ["onnxruntime==1.30.0", "onnxruntime-ggml==0.2.0"]
+# onnx: scripts/device/user_check.py builds its model with it
+GGML = ["onnxruntime==1.30.0", "onnxruntime-ggml==0.2.0", "onnx==1.23.2"]
 WEBGPU = "WebGpuExecutionProvider"
 WEBGPU_PACKAGE = "onnxruntime-ep-webgpu"
 WEBGPU_LIBRARY = Path("onnxruntime_ep_webgpu", "libonnxruntime_providers_webgpu.so")
@@ -245,6 +247,25 @@ def test_registered_plugin_shows_its_devices_to_the_core(ggml_prefix: Prefix) ->
     report = probe(ggml_prefix.python)
     assert report["warnings"] == []
     assert report["ep_names"] == ["CPUExecutionProvider", "ggml"]
+
+
+def test_the_gpu_machines_user_check_runs_the_model_on_the_plugin_the_import_registered(
+        ggml_prefix: Prefix, tmp_path: Path) -> None:
+    """scripts/device/user_check.py, which a user's environment of this feedstock's packages runs on the GPU
+    machine, with the ggml plugin (whose device is the CPU) in the CUDA plugin's place: without its manifest
+    the import registers nothing and the check fails; with it, every node runs on ggml."""
+    check = [str(REPO / "scripts" / "device" / "user_check.py"), str(tmp_path / "model.onnx"), "--ep", "ggml"]
+    shutil.rmtree(ggml_prefix.root / MANIFEST_DIR, ignore_errors=True)
+    without = run(ggml_prefix.python, *check)
+    assert without.returncode == 1 and "registered no ggml device" in without.stderr, without.stdout + without.stderr
+    library = ggml_prefix.site_packages / "onnxruntime_ggml" / "lib" / "libonnxruntime_ggml.so"
+    write_manifest(
+        ggml_prefix.root, "onnxruntime-ggml", plugin_manifest("onnxruntime-ggml", "ggml", ggml_prefix.relative(library))
+    )
+    done = run(ggml_prefix.python, *check)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^session +all \d+ nodes on ggml", done.stdout, re.MULTILINE), done.stdout
+    assert (tmp_path / "model.onnx").stat().st_size > 0
 
 
 def system_libm() -> Path:

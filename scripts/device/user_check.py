@@ -1,16 +1,18 @@
 """What a user of this feedstock's packages does on a GPU: `import onnxruntime`, then a session with
-`providers=["CUDAExecutionProvider"]`, run with the environment's own interpreter (package.py).
+`providers=["CUDAExecutionProvider"]`, run with the environment's own interpreter (package.py). --ep names
+another plugin's EP, in the CUDA plugin's place (the tests run it with one that needs no GPU).
 
-    python user_check.py MODEL
+    python user_check.py MODEL [--ep NAME]
 
 Passes when the import registered the plugin (its devices are listed), the session took every node onto
-the CUDA EP with the CPU EP's fallback off, and the result matches the CPU EP's. The model (the recipe's
+the EP with the CPU EP's fallback off, and the result matches the CPU EP's. The model (the recipe's
 load-test model, recipe/test_plugin_load.py) is saved to MODEL for the C++ program (consumer/). Exit 1
 with the reason otherwise.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -20,31 +22,29 @@ import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 import test_plugin_load as load_test  # noqa: E402
 
-EP = "CUDAExecutionProvider"
 
-
-def main(model_path: Path) -> int:
+def main(model_path: Path, ep: str) -> int:
     model, inputs = load_test.small_model(), load_test.model_inputs()
     model_path.write_bytes(model)
     load_test.step("core", f"onnxruntime {ort.__version__} from {Path(ort.__file__).parent}")
-    devices = load_test.ep_devices(EP)
+    devices = load_test.ep_devices(ep)
     load_test.step("devices", ", ".join(load_test.describe(d) for d in devices) or "none")
     if not devices:
-        print(f"FAILED: `import onnxruntime` registered no {EP} device", file=sys.stderr)
+        print(f"FAILED: `import onnxruntime` registered no {ep} device", file=sys.stderr)
         return 1
     options = ort.SessionOptions()
     options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     options.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
     try:
-        session = ort.InferenceSession(model, sess_options=options, providers=[EP])
-        load_test.step("session", load_test.prove_nodes_on_ep(session, EP))
+        session = ort.InferenceSession(model, sess_options=options, providers=[ep])
+        load_test.step("session", load_test.prove_nodes_on_ep(session, ep))
         result = session.run(None, inputs)[0]
     except (load_test.PluginCheckFailed, *load_test.CORE_ERRORS) as error:
         print(f"FAILED: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     expected = load_test.cpu_reference(model, inputs)
     if not np.allclose(result, expected, rtol=1e-5, atol=1e-6):
-        print(f"FAILED: {EP} computed {result.tolist()}, the CPU EP {expected.tolist()}", file=sys.stderr)
+        print(f"FAILED: {ep} computed {result.tolist()}, the CPU EP {expected.tolist()}", file=sys.stderr)
         return 1
     load_test.step("compare", f"{result.size} values match the CPU EP (max abs difference "
                               f"{np.max(np.abs(result - expected))})")
@@ -52,6 +52,8 @@ def main(model_path: Path) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__.split("\n\n")[1])
-    sys.exit(main(Path(sys.argv[1])))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", type=Path, help="where the model is saved, for the C++ program")
+    parser.add_argument("--ep", default="CUDAExecutionProvider", help="the EP whose plugin the import registers")
+    arguments = parser.parse_args()
+    sys.exit(main(arguments.model, arguments.ep))

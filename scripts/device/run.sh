@@ -232,6 +232,8 @@ case "${1:-}" in
             exit 2
         fi
         mkdir -p "${results}"
+        # a pipeline started again in this folder (packages an earlier one built are kept in work/output)
+        rm -f "${results}/done"
         # the pipeline runs from a copy: a later call replaces the checkout under it
         rm -rf "${top}/repo"
         mkdir -p "${top}/repo"

@@ -372,6 +372,10 @@ def build_outputs(plan: dict, stage: Path, work: Path, job: Path, variant_overri
             (package,) = output.glob(f"linux-64/{name}-{plan['version']}-*.conda")
             results.setdefault("packages", []).append(conda_facts(package))
             built.append(package)
+    import rattler.index  # noqa: PLC0415
+
+    # the kept packages with the new ones, for the tests' and the user's solver
+    asyncio.run(rattler.index.index_fs(output))
     return built
 
 

@@ -113,6 +113,9 @@ CPU_OVERRIDES = {
         ["onnxruntime_BUILD_UNIT_TESTS", "OFF",
          "onnxruntime-cpp's unit tests, built and run by build_cpp.py, would double its build and leave no room in "
          "the loan for the Python package's; conda-forge's CI builds and runs them"],
+        ["Python_INCLUDE_DIR", "$ENV{PREFIX}/include/python3.12",
+         "the python stand-in's interpreter (the machine's 3.12, with a pyvenv.cfg) names its base's include folder, "
+         "outside CMake's find root; the stand-in carries those headers where conda's python has them"],
     ],
 }
 CPU_OUTPUTS = ["onnxruntime-cpp", "onnxruntime"]

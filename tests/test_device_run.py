@@ -280,7 +280,9 @@ def run_suite(folder: Path, name: str, cases: dict[str, str], limit: int = 3, wo
         "import time, unittest\nclass TestCudaPluginEP(unittest.TestCase):\n" + "".join(
             f"    def {case}(self):\n        {CASE_BODIES[outcome]}\n" for case, outcome in cases.items()))
     log = folder / f"{name}.cases"
-    env = {**os.environ, "CASE_LOG": str(log), "PYTHONPATH": str(DEVICE)}
+    # as run.sh starts it: not as a worker of the pytest-xdist run these tests may be in
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}, "CASE_LOG": str(log),
+           "PYTHONPATH": str(DEVICE)}
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "case_log", "-n", str(workers),
                     "--max-worker-restart=100", f"--timeout={limit}", "test_cuda_plugin_ep.py"],
                    cwd=folder, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=240)

@@ -288,10 +288,12 @@ class Said:
 
 
 def linking_findings(said: list[str]) -> list[str]:
-    """rattler-build's linking checks as it reported them: each shared library's links and what it warned of."""
-    keys = ("overlink", "overdepend", "linking", "not found", "missing", "could not find", "shared librar", "dso",
-            "unmatched", "strict")
-    return [line for line in said if any(k in line.lower() for k in keys) or line.startswith(("warn", "error"))][:120]
+    """rattler-build's linking checks as it reported them, after the build script: each shared library's
+    links, and what it warned of (overlinking, overdepending, a library it could not find)."""
+    script_done = max((i for i, line in enumerate(said) if "Copying done" in line), default=0)
+    keys = ("links against", "overlink", "overdepend", "could not find", "not found", "missing")
+    return [line for line in said[script_done:] if (any(k in line.lower() for k in keys) and "repodata" not in line)
+            or line.startswith(("warn", "error"))][:120]
 
 
 def user_environment(channels: list[str], specs: list[str], prefix: Path) -> list[str]:

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""The plugin's speed against another build of ONNX Runtime's CUDA EP, model by model, on the GPU machine.
+
+    python3 speed.py export DIR
+    python3 speed.py measure --python PY --label LABEL --models DIR --out FILE [--path P] [--ep EP]
+                             [--batches 1 8] [--warmup N] [--runs N]
+    python3 speed.py table FILE FILE
+
+`export` writes the models with the machine's torch and transformers: a BERT-style encoder
+(transformers' BertModel at bert-base's size, random weights) and a ResNet-50 (torchvision, random
+weights), each in fp32 and fp16, with a batch dimension left open. `measure` runs every model at each
+batch size in a fresh process of the interpreter PY (with `--path` put on its PYTHONPATH, for a wheel
+unpacked beside the environment): the session's creation time, then WARMUP runs, then RUNS timed runs
+(median and p90), how many of the model's nodes each EP took, and the process's peak GPU memory as
+nvidia-smi reports it (none where there is no nvidia-smi). Both sides get the same session options: the
+defaults, with `providers=[EP]` and the CPU EP's fallback left on, so that a node an EP does not take
+shows in its count instead of failing the session. `table` compares two result files (the plugin's
+first) and writes Markdown with the ratio of each median. Exit 0 when every run of `measure` succeeded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+BERT_SEQUENCE = 128
+IMAGE = 224
+
+
+def export(folder: Path) -> list[Path]:
+    """The four models, exported by torch on the GPU (fp16 needs it), the batch dimension named `batch`."""
+    import torch  # noqa: PLC0415
+    import torchvision  # noqa: PLC0415
+    from transformers import BertConfig, BertModel  # noqa: PLC0415
+
+    folder.mkdir(parents=True, exist_ok=True)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    written = []
+    for dtype, suffix in ((torch.float32, "fp32"), (torch.float16, "fp16")):
+        bert = BertModel(BertConfig()).eval().to(device, dtype)
+        ids = torch.randint(0, BertConfig().vocab_size, (1, BERT_SEQUENCE), device=device)
+        resnet = torchvision.models.resnet50().eval().to(device, dtype)
+        image = torch.rand(1, 3, IMAGE, IMAGE, device=device, dtype=dtype)
+        for name, model, inputs, names in (("bert", bert, (ids, torch.ones_like(ids)), ["input_ids", "attention_mask"]),
+                                           ("resnet50", resnet, (image,), ["image"])):
+            path = folder / f"{name}-{suffix}.onnx"
+            with torch.no_grad():
+                torch.onnx.export(model, inputs, str(path), input_names=names, output_names=["out"], opset_version=17,
+                                  dynamic_axes={n: {0: "batch"} for n in names}, dynamo=False)
+            written.append(path)
+            print(f"exported {path} ({path.stat().st_size} bytes)", flush=True)
+    return written
+
+
+def feeds(session, batch: int) -> dict:
+    """Inputs of the session's types, with the open batch dimension set to `batch` and token ids in range."""
+    import numpy as np  # noqa: PLC0415
+
+    types = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
+             "tensor(int32)": np.int32}
+    rng = np.random.default_rng(0)
+    made = {}
+    for item in session.get_inputs():
+        shape = [batch if not isinstance(d, int) else d for d in item.shape]
+        kind = types[item.type]
+        made[item.name] = (rng.integers(0, 1000, shape) if np.issubdtype(kind, np.integer) else rng.random(shape)).astype(kind)
+    return made
+
+
+def one(model: Path, batch: int, ep: str, warmup: int, runs: int) -> dict:
+    """One model at one batch size in this process: what `measure` records."""
+    import onnxruntime as ort  # noqa: PLC0415
+
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    started = time.perf_counter()
+    session = ort.InferenceSession(str(model), sess_options=options, providers=[ep])
+    created = time.perf_counter() - started
+    if ep not in session.get_providers():
+        # a core that lacks the EP runs the session on the CPU EP with no more than a warning
+        sys.exit(f"{ep} is not among the session's providers {session.get_providers()}: this core has no such EP")
+    nodes: dict[str, int] = {}
+    for assignment in session.get_provider_graph_assignment_info():
+        nodes[assignment.ep_name] = nodes.get(assignment.ep_name, 0) + len(assignment.get_nodes())
+    inputs = feeds(session, batch)
+    for _ in range(warmup):
+        session.run(None, inputs)
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        session.run(None, inputs)
+        times.append((time.perf_counter() - started) * 1000)
+    times.sort()
+    return {"core": ort.__version__, "providers": session.get_providers(), "nodes": nodes,
+            "create_s": round(created, 3), "median_ms": round(statistics.median(times), 3),
+            "p90_ms": round(times[int(0.9 * (len(times) - 1))], 3), "runs": runs, "warmup": warmup}
+
+
+class PeakMemory:
+    """The largest GPU memory nvidia-smi reports for one process while it runs, in MiB (None without nvidia-smi)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak, self.stop = pid, None, threading.Event()
+        self.thread = threading.Thread(target=self.poll, daemon=True)
+        if shutil.which("nvidia-smi"):
+            self.thread.start()
+
+    def poll(self) -> None:
+        while not self.stop.is_set():
+            said = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                                  capture_output=True, text=True).stdout
+            for line in said.splitlines():
+                pid, _, used = line.partition(",")
+                if pid.strip() == str(self.pid) and used.strip().isdigit():
+                    self.peak = max(self.peak or 0, int(used))
+            self.stop.wait(0.1)
+
+    def done(self) -> int | None:
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join()
+        return self.peak
+
+
+def measure(args: argparse.Namespace) -> int:
+    results = {"label": args.label, "python": args.python, "ep": args.ep, "cases": []}
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if args.path:
+        environment["PYTHONPATH"] = args.path
+    failed = 0
+    for model in sorted(args.models.glob("*.onnx")):
+        for batch in args.batches:
+            command = [args.python, __file__, "one", str(model), str(batch), args.ep, str(args.warmup), str(args.runs)]
+            child = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            memory = PeakMemory(child.pid)
+            out, err = child.communicate(timeout=1800)
+            case = {"model": model.stem, "batch": batch, "peak_gpu_mib": memory.done()}
+            if child.returncode == 0:
+                case |= json.loads(out.strip().splitlines()[-1])
+            else:
+                failed += 1
+                case["error"] = f"exit {child.returncode}: {err.strip()[-1500:]}"
+            results["cases"].append(case)
+            print(json.dumps(case), flush=True)
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    return 1 if failed else 0
+
+
+def table(plugin: dict, other: dict) -> str:
+    """Markdown: each case side by side, with the other build's median over the plugin's."""
+    rows = [f"| model | batch | {plugin['label']}: median / p90 ms | {other['label']}: median / p90 ms | "
+            f"{other['label']} ÷ {plugin['label']} | session s | peak GPU MiB | nodes on {plugin['ep']} |",
+            "|---|---|---|---|---|---|---|---|"]
+    theirs = {(c["model"], c["batch"]): c for c in other["cases"]}
+    for mine in plugin["cases"]:
+        them = theirs.get((mine["model"], mine["batch"]), {})
+        if "median_ms" not in mine or "median_ms" not in them:
+            rows.append(f"| {mine['model']} | {mine['batch']} | {mine.get('error', '')[:80]} | {them.get('error', '')[:80]} "
+                        "| | | | |")
+            continue
+
+        def total(case: dict) -> str:
+            return f"{case['nodes'].get(plugin['ep'], 0)} of {sum(case['nodes'].values())}"
+
+        rows.append(f"| {mine['model']} | {mine['batch']} | {mine['median_ms']} / {mine['p90_ms']} | "
+                    f"{them['median_ms']} / {them['p90_ms']} | {them['median_ms'] / mine['median_ms']:.3f} | "
+                    f"{mine['create_s']} / {them['create_s']} | {mine['peak_gpu_mib']} / {them['peak_gpu_mib']} | "
+                    f"{total(mine)} / {total(them)} |")
+    return "\n".join(rows) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["one"]:
+        model, batch, ep, warmup, runs = argv[1:]
+        print(json.dumps(one(Path(model), int(batch), ep, int(warmup), int(runs))))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    verbs.add_parser("export").add_argument("folder", type=Path)
+    run = verbs.add_parser("measure")
+    run.add_argument("--python", required=True)
+    run.add_argument("--label", required=True)
+    run.add_argument("--models", type=Path, required=True)
+    run.add_argument("--out", type=Path, required=True)
+    run.add_argument("--path", default="")
+    run.add_argument("--ep", default="CUDAExecutionProvider")
+    run.add_argument("--batches", type=int, nargs="+", default=[1, 8])
+    run.add_argument("--warmup", type=int, default=20)
+    run.add_argument("--runs", type=int, default=200)
+    compare = verbs.add_parser("table")
+    compare.add_argument("files", type=Path, nargs=2)
+    args = parser.parse_args(argv)
+    if args.verb == "export":
+        export(args.folder)
+        return 0
+    if args.verb == "measure":
+        return measure(args)
+    print(table(*(json.loads(f.read_text()) for f in args.files)), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,86 @@
+"""scripts/device/speed.py, the GPU machine's speed comparison, run here with two real ONNX Runtime cores
+from PyPI on the CPU EP: what it records of each model and batch size, and how its table compares them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FLOOR_CORE_VERSION, REPO
+from cores import NEWEST_CORE
+from support.pyenvs import python_env, run
+
+SPEED = REPO / "scripts" / "device" / "speed.py"
+# the same environments as tests/test_load_script.py's
+REQUIREMENTS = ["onnx==1.23.2", "numpy"]
+# y = Relu(MatMul(x, w)) with x's first dimension left open, as the exported models' batch is
+MODEL = """
+import sys
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper, save
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 64])
+w = numpy_helper.from_array(np.eye(64, dtype=np.float32), "w")
+graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["p"]), helper.make_node("Relu", ["p"], ["y"])],
+                          "speed", [x], [y], [w])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+model.ir_version = 8
+save(model, sys.argv[1])
+"""
+
+pytestmark = [pytest.mark.network, pytest.mark.skipif(sys.platform != "linux", reason="the cores' linux wheels")]
+
+
+@pytest.fixture(scope="module")
+def cores() -> dict[str, Path]:
+    return {"floor": python_env("load-floor-core", [f"onnxruntime=={FLOOR_CORE_VERSION}", *REQUIREMENTS]),
+            "newest": python_env("load-newest-core", [f"onnxruntime=={NEWEST_CORE}", *REQUIREMENTS])}
+
+
+def measure(python: Path, label: str, models: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SPEED), "measure", "--python", str(python), "--label", label,
+                           "--models", str(models), "--out", str(out), "--warmup", "2", "--runs", "5", *extra],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
+
+
+def test_each_model_runs_at_each_batch_in_its_own_core_and_the_table_gives_the_ratio(
+        cores: dict[str, Path], tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    models.mkdir()
+    made = run(cores["newest"], "-c", MODEL, str(models / "tiny.onnx"))
+    assert made.returncode == 0, made.stderr
+    results = {}
+    for label, python in cores.items():
+        done = measure(python, label, models, tmp_path / f"{label}.json", "--ep", "CPUExecutionProvider")
+        assert done.returncode == 0, done.stdout + done.stderr
+        results[label] = json.loads((tmp_path / f"{label}.json").read_text())
+    expected_core = {"floor": FLOOR_CORE_VERSION, "newest": NEWEST_CORE}
+    for label, result in results.items():
+        assert [(c["model"], c["batch"]) for c in result["cases"]] == [("tiny", 1), ("tiny", 8)]
+        for case in result["cases"]:
+            assert case["core"] == expected_core[label]
+            assert case["nodes"] == {"CPUExecutionProvider": 2}
+            assert 0 < case["median_ms"] <= case["p90_ms"] and case["create_s"] > 0
+            assert case["peak_gpu_mib"] is None  # no nvidia-smi here
+    table = subprocess.run([sys.executable, str(SPEED), "table", str(tmp_path / "floor.json"),
+                            str(tmp_path / "newest.json")], capture_output=True, text=True, check=True).stdout
+    for floor, newest in zip(results["floor"]["cases"], results["newest"]["cases"]):
+        ratio = f"{newest['median_ms'] / floor['median_ms']:.3f}"
+        assert f"| tiny | {floor['batch']} | {floor['median_ms']} / {floor['p90_ms']} | " \
+               f"{newest['median_ms']} / {newest['p90_ms']} | {ratio} |" in table, table
+        assert "| 2 of 2 / 2 of 2 |" in table
+
+
+def test_an_ep_the_core_lacks_fails_the_measurement_and_says_why(cores: dict[str, Path], tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    models.mkdir()
+    assert run(cores["newest"], "-c", MODEL, str(models / "tiny.onnx")).returncode == 0
+    done = measure(cores["newest"], "newest", models, tmp_path / "out.json", "--ep", "CUDAExecutionProvider",
+                   "--batches", "1")
+    assert done.returncode == 1
+    (case,) = json.loads((tmp_path / "out.json").read_text())["cases"]
+    assert case["error"].startswith("exit 1:") and "CUDAExecutionProvider" in case["error"], case

@@ -144,6 +144,26 @@ def test_bundles_hold_the_build_inputs_before_any_bundle_of_test_inputs_alone(tm
     assert holding_build == list(range(len(holding_build)))
 
 
+
+def test_new_bundles_replace_the_old_ones_and_leave_the_rest_of_the_folder(tmp_path: Path) -> None:
+    """A second pack.py with fewer bundles leaves no bundle of the first behind, and what else the folder holds
+    (a package kept to be carried to a call) stays."""
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    for name in ("a", "b", "c"):
+        (inputs / name).write_bytes(b"x" * 4)
+    dest = tmp_path / "device"
+    (dest / "kept").mkdir(parents=True)
+    (dest / "kept" / "package.conda").write_bytes(b"kept")
+    first = {name: inputs / name for name in ("a", "b", "c")}
+    pack.write(dest, pack.bundles(first, {}, limit=5), {"purpose": "package"}, first)
+    assert sorted(p.name for p in dest.iterdir()) == ["bundle-1", "bundle-2", "bundle-3", "kept"]
+    second = {"a": inputs / "a"}
+    pack.write(dest, pack.bundles(second, {}, limit=5), {"purpose": "package"}, second)
+    assert sorted(p.name for p in dest.iterdir()) == ["bundle-1", "kept"]
+    assert json.loads((dest / "bundle-1" / "plan.json").read_text())["build_inputs"] == ["a"]
+    assert (dest / "kept" / "package.conda").read_bytes() == b"kept"
+
 def test_a_file_larger_than_one_transfer_is_refused_by_name(tmp_path: Path) -> None:
     big = tmp_path / "big.whl"
     big.write_bytes(b"x" * 11)

@@ -226,8 +226,13 @@ def write(dest: Path, packed: list[dict[str, Path]], plan: dict, build: dict[str
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, folder / name)
     (staging / "bundle-1" / "plan.json").write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n")
-    shutil.rmtree(dest, ignore_errors=True)
-    staging.rename(dest)
+    # the earlier bundles give way; anything else in DEST (a package kept for a call) stays
+    dest.mkdir(parents=True, exist_ok=True)
+    for old in dest.glob("bundle-*"):
+        shutil.rmtree(old)
+    for folder in sorted(staging.iterdir()):
+        folder.rename(dest / folder.name)
+    staging.rmdir()
 
 
 def main(argv: list[str]) -> int:

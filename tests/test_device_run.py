@@ -245,7 +245,9 @@ def test_start_leaves_a_pipeline_waiting_for_its_inputs_and_refuses_a_second_one
     try:
         assert run_sh(top, "start").returncode == 0
         deadline = time.monotonic() + 30
-        while "waiting for the build's inputs" not in (top / "results" / "progress.txt").read_text():
+        # the missing input is named as soon as the pipeline starts waiting for it
+        while "waiting for 1 build_inputs, the first sources/not-staged-yet.tar.zst" not in \
+                (top / "results" / "progress.txt").read_text():
             assert time.monotonic() < deadline, (top / "results" / "progress.txt").read_text()
             time.sleep(0.5)
         second = run_sh(top, "start")

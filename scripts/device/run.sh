@@ -50,7 +50,10 @@ missing() {
 }
 
 wait_for_inputs() {
-    local key="$1" deadline=$(( $(date +%s) + 1200 ))
+    local key="$1" deadline=$(( $(date +%s) + 1200 )) absent
+    absent="$(missing "${key}")"
+    # said where `wait` shows it: a bundle that was never staged is seen at once, not after 20 minutes
+    [[ -z "${absent}" ]] || note "waiting for $(wc -l <<<"${absent}") ${key}, the first $(head -n 1 <<<"${absent}")"
     while [[ -n "$(missing "${key}")" ]]; do
         if (( $(date +%s) > deadline )); then
             note "ERROR: ${key} still missing after 20 minutes: $(missing "${key}" | tr '\n' ' ')"

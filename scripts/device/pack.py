@@ -51,7 +51,8 @@ BUNDLE_LIMIT = CALL_LIMIT - CHECKOUT_ALLOWANCE
 PLAN_ALLOWANCE = 64 * 1024
 # The lent machine: linux-64, the image's Python 3.12 and its own CUDA 13.0 toolkit (run.sh), with which
 # it builds the newest linux-64 CUDA job's recipe: a CUDA 13 job's list is what CUDA 13.0's nvcc compiles too.
-WHEEL_TAGS = ["--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
+MACHINE_PYTHON = "3.12"
+WHEEL_TAGS = ["--python-version", MACHINE_PYTHON, "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
               "--platform", "manylinux_2_27_x86_64", "--platform", "manylinux_2_17_x86_64"]
 
 
@@ -113,8 +114,8 @@ CPU_OVERRIDES = {
         ["onnxruntime_BUILD_UNIT_TESTS", "OFF",
          "onnxruntime-cpp's unit tests, built and run by build_cpp.py, would double its build and leave no room in "
          "the loan for the Python package's; conda-forge's CI builds and runs them"],
-        ["Python_INCLUDE_DIR", "$ENV{PREFIX}/include/python3.12",
-         "the python stand-in's interpreter (the machine's 3.12, with a pyvenv.cfg) names its base's include folder, "
+        ["Python_INCLUDE_DIR", f"$ENV{{PREFIX}}/include/python{MACHINE_PYTHON}",
+         "the python stand-in's interpreter (the machine's own, with a pyvenv.cfg) names its base's include folder, "
          "outside CMake's find root; the stand-in carries those headers where conda's python has them"],
     ],
 }

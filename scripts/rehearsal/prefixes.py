@@ -265,6 +265,8 @@ def _lay_out_entry(name: str, entry: dict, table: dict, prefix: Path, prefixes: 
             _wrap_in_place(prefix, placed(program, platform), prefix / placed(folder, platform))
     for program, runs in entry.get("programs", {}).items():
         _add_program(prefix, placed(program, platform), [placed(word, target) for word in runs])
+    activation = entry.get("conda", {}).get("activation", {}).get("env", {})
+    prefixes.env.update({k: placed(str(activation[k]), target) for k in entry.get("activation_env", [])})
     prefixes.env.update({k: placed(str(v), target) for k, v in entry.get("env", {}).items()})
     for variable, value in entry.get("env_append", {}).items():
         prefixes.env[variable] = f"{prefixes.env.get(variable, '')} {placed(value, target)}".strip()

@@ -347,7 +347,8 @@ def build_outputs(plan: dict, stage: Path, work: Path, job: Path, variant_overri
     rendered = Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig.from_file(variants))
     built = []
     for name in plan.get("outputs", [PLUGIN]):
-        kept = sorted(output.glob(f"linux-64/{name}-{plan['version']}-*.conda"))
+        made = f"linux-64/{name}-{plan['version']}-*.conda"
+        kept = sorted(output.glob(made))
         if kept:
             # built by an earlier pipeline in this work folder, one whose later output failed: not built again
             print(f"== build {name}: kept {kept[-1]}", flush=True)
@@ -371,7 +372,7 @@ def build_outputs(plan: dict, stage: Path, work: Path, job: Path, variant_overri
                 for ninja_log in output.glob(f"bld/rattler-build_{name}_*/work/*/.ninja_log"):
                     shutil.copy(ninja_log, results_dir / f"ninja_log-{name}.txt")
                 record["linking"] = linking_findings(said.lines)
-            (package,) = output.glob(f"linux-64/{name}-{plan['version']}-*.conda")
+            (package,) = output.glob(made)
             results.setdefault("packages", []).append(conda_facts(package))
             built.append(package)
     import rattler.index  # noqa: PLC0415
@@ -385,9 +386,9 @@ def run_tests(package: Path, channels: list[str], results: dict) -> None:
     """The package's own tests, run by rattler-build one by one."""
     from rattler_build import Package  # noqa: PLC0415
 
-    name = Package.from_file(package).name
+    built_package = Package.from_file(package)
+    name = built_package.name
     with Step(results, f"tests {name}") as record:
-        built_package = Package.from_file(package)
         record["results"] = []
         for index in range(built_package.test_count):
             started, said = time.monotonic(), Said()
@@ -403,11 +404,10 @@ def run_tests(package: Path, channels: list[str], results: dict) -> None:
         record["ok"] = all(r["success"] for r in record["results"])
 
 
-def use_plugin(prefix: Path, results_dir: Path, cpu_packages: bool, roots: dict[str, str]) -> dict[str, int]:
-    """What a user of the environment does with the plugin, each run's exit status by its name (its log is
-    results/<name>.log)."""
-    manifest_path = next((prefix / manifest_dir("unix")).glob("*.json"))
-    manifest = json.loads(manifest_path.read_text())
+def use_plugin(prefix: Path, manifest: dict, results_dir: Path, cpu_packages: bool,
+               roots: dict[str, str]) -> dict[str, int]:
+    """What a user of the environment does with the plugin its `manifest` names, each run's exit status by its
+    name (its log is results/<name>.log)."""
     runs = {}
     if not cpu_packages:
         # the library the manifest names, under the registration name it gives, as README.md has users do
@@ -499,8 +499,10 @@ def main(argv: list[str]) -> int:
                 local_channel([args.package], earlier)
                 channels.insert(1, earlier.as_uri())
                 specs.append("onnxruntime-cpp")
-            record["packages"] = user_environment(channels, specs, work / "user-env")
-            record["runs"] = use_plugin(work / "user-env", results_dir, cpu_packages, roots)
+            prefix = work / "user-env"
+            record["packages"] = user_environment(channels, specs, prefix)
+            record["manifest"] = json.loads(next((prefix / manifest_dir("unix")).glob("*.json")).read_text())
+            record["runs"] = use_plugin(prefix, record["manifest"], results_dir, cpu_packages, roots)
             record["logs"] = {name: (results_dir / f"{name}.log").read_text(errors="replace")[-3000:]
                               for name in record["runs"]}
             record["ok"] = not any(record["runs"].values())

@@ -160,20 +160,20 @@ def table(plugin: dict, other: dict) -> str:
             f"{other['label']} ÷ {plugin['label']} | session s | peak GPU MiB | nodes on {plugin['ep']} |",
             "|---|---|---|---|---|---|---|---|"]
     theirs = {(c["model"], c["batch"]): c for c in other["cases"]}
+
+    def on_ep(case: dict) -> str:
+        return f"{case['nodes'].get(plugin['ep'], 0)} of {sum(case['nodes'].values())}"
+
     for mine in plugin["cases"]:
         them = theirs.get((mine["model"], mine["batch"]), {})
         if "median_ms" not in mine or "median_ms" not in them:
             rows.append(f"| {mine['model']} | {mine['batch']} | {mine.get('error', '')[:80]} | {them.get('error', '')[:80]} "
                         "| | | | |")
             continue
-
-        def total(case: dict) -> str:
-            return f"{case['nodes'].get(plugin['ep'], 0)} of {sum(case['nodes'].values())}"
-
         rows.append(f"| {mine['model']} | {mine['batch']} | {mine['median_ms']} / {mine['p90_ms']} | "
                     f"{them['median_ms']} / {them['p90_ms']} | {them['median_ms'] / mine['median_ms']:.3f} | "
                     f"{mine['create_s']} / {them['create_s']} | {mine['peak_gpu_mib']} / {them['peak_gpu_mib']} | "
-                    f"{total(mine)} / {total(them)} |")
+                    f"{on_ep(mine)} / {on_ep(them)} |")
     return "\n".join(rows) + "\n"
 
 

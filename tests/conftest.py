@@ -42,6 +42,15 @@ def gcc() -> str:
 
 
 @pytest.fixture(scope="session")
+def gxx() -> str:
+    """The C++ compiler that compiles the programs users build against the packages."""
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.skip("needs a C++ compiler")
+    return compiler
+
+
+@pytest.fixture(scope="session")
 def conda_smithy(request: pytest.FixtureRequest) -> "Smithy":
     """The real conda-smithy in its own cached environment (tests/support/smithy.py)."""
     if not SHARED.is_dir():

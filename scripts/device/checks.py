@@ -110,13 +110,6 @@ def _log_lines(log: Path) -> list[str]:
     return [STAMP.sub("", line) for line in log.read_text(errors="replace").splitlines()]
 
 
-def _last_line(log: Path, pattern: str) -> str:
-    if not log.exists():
-        return "(no log)"
-    lines = [line for line in _log_lines(log) if re.search(pattern, line)]
-    return lines[-1][:200] if lines else "(no such line)"
-
-
 # What a step's log says it did: devices found, where the model ran, how it ended.
 EVIDENCE = re.compile(r"^(devices |session |compare |Found \d|SKIP|OK: Inference|cuDNN libraries|onnxruntime \d|"
                       r"FAILED|FAIL |ok[: ]|Timeout|.* timed out after|=+ .*(passed|failed|error).* =+$|\d+ (passed|failed))")
@@ -138,18 +131,15 @@ def _command(*args: str) -> str:
 
 def report(top: Path) -> int:
     results, plan = top / "results", json.loads((top / "stage" / "plan.json").read_text())
-    lines = [f"# GPU run: onnxruntime-ep-cuda {plan['version']}, CUDA {plan['cuda']}, linux-64", "",
+    # a CPU run builds the plan's outputs and installs a plugin built for the newest CUDA job earlier
+    built = ", ".join(plan.get("outputs", ["onnxruntime-ep-cuda"]))
+    lines = [f"# GPU run: {built} {plan['version']}, linux-64 (CUDA job {plan['cuda']})", "",
              f"- machine: {_command('nvidia-smi', '-L')}; {_command('nproc')} cores",
              f"- driver: {_command('nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader')}",
              "", "## Settings that differ from conda-forge's build (none of them is in the recipe)", ""]
     lines += [f"- {kind} `{name}={value}`: {why}" for kind, entries in plan["overrides"].items()
               for name, value, why in entries]
-    build_log, ninja_status = results / "build.log", r"^\[[0-9]+/[0-9]+\]"
-    lines += ["", "## Build", "",
-              f"- CMake: {_last_line(build_log, 'CMAKE_CUDA_ARCHITECTURES:')}",
-              f"- ninja: {_last_line(build_log, ninja_status)[:60]}",
-              f"- library: {_last_line(results / 'progress.txt', 'build: .* bytes')}",
-              "", "## Steps", "", "| step | exit | seconds | what its log says |", "|---|---|---|---|"]
+    lines += ["", "## Steps", "", "| step | exit | seconds | what its log says |", "|---|---|---|---|"]
     steps = results / "steps.tsv"
     ended = [row.split("\t") for row in (steps.read_text().splitlines() if steps.exists() else [])]
     for name, status, seconds in ended:

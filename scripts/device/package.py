@@ -360,16 +360,17 @@ def build_outputs(plan: dict, stage: Path, work: Path, job: Path, variant_overri
             record["variant"] = {k: str(v) for k, v in variant.variant.items()}
             said = Said()
             try:
-                # keep_build: the work folder, with the build script's log and ninja's, outlives the build
+                # keep_build: the work folder, with the build script's log and ninja's, outlives the build, in
+                # bld/rattler-build_<name> (no_build_id: no time stamp in the name)
                 variant.run_build(tool_config=ToolConfiguration(test_strategy="skip", compression_threads=os.cpu_count(),
                                                                 keep_build=True),
                                   output_dir=output, channels=[channel.as_uri()], no_build_id=True, progress_callback=said)
             finally:
                 (results_dir / f"rattler-build-{name}.log").write_text("\n".join(said.lines) + "\n")
-                for script_log in output.glob(f"bld/rattler-build_{name}_*/work/conda_build.log"):
+                for script_log in output.glob(f"bld/rattler-build_{name}/work/conda_build.log"):
                     shutil.copy(script_log, results_dir / f"conda_build-{name}.log")
                 # each ninja step's start and end, to tell where the build spent its time
-                for ninja_log in output.glob(f"bld/rattler-build_{name}_*/work/*/.ninja_log"):
+                for ninja_log in output.glob(f"bld/rattler-build_{name}/work/*/.ninja_log"):
                     shutil.copy(ninja_log, results_dir / f"ninja_log-{name}.txt")
                 record["linking"] = linking_findings(said.lines)
             (package,) = output.glob(made)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -164,6 +165,23 @@ def test_new_bundles_replace_the_old_ones_and_leave_the_rest_of_the_folder(tmp_p
     assert json.loads((dest / "bundle-1" / "plan.json").read_text())["build_inputs"] == ["a"]
     assert (dest / "kept" / "package.conda").read_bytes() == b"kept"
 
+def test_a_file_cut_into_pieces_for_the_transfers_is_put_together_again_as_it_was(tmp_path: Path) -> None:
+    """pack.py --speed carries onnxruntime-gpu's wheel, larger than one call carries, in pieces that fit
+    the bundles; package.py puts them together on the GPU machine."""
+    whole = REPO / "recipe" / "recipe.yaml"
+    cut = pack.pieces(whole, tmp_path / "compare", limit=4096)
+    assert len(cut) == -(-whole.stat().st_size // 4096) > 2
+    assert all(piece.stat().st_size <= 4096 for piece in cut.values())
+    packed = pack.bundles(cut, {}, limit=4096)
+    stage = tmp_path / "stage"
+    for bundle in packed:
+        for name, path in bundle.items():
+            (stage / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, stage / name)
+    (joined,) = package.joined(stage / "compare", tmp_path / "work")
+    assert joined.name == whole.name and joined.read_bytes() == whole.read_bytes()
+
+
 def test_a_file_larger_than_one_transfer_is_refused_by_name(tmp_path: Path) -> None:
     big = tmp_path / "big.whl"
     big.write_bytes(b"x" * 11)
@@ -171,11 +189,16 @@ def test_a_file_larger_than_one_transfer_is_refused_by_name(tmp_path: Path) -> N
         pack.bundles({}, {"wheels/big.whl": big}, limit=10)
 
 
-def test_the_device_copy_of_the_recipe_carries_each_override_and_renders_for_the_machines_cuda(tmp_path: Path) -> None:
+@pytest.mark.parametrize("purpose, overrides", [("package", pack.DEVICE_OVERRIDES),
+                                                ("speed-plugin", pack.SPEED_PLUGIN_OVERRIDES)])
+def test_the_device_copy_of_the_recipe_carries_each_override_and_renders_for_the_machines_cuda(
+        tmp_path: Path, purpose: str, overrides: dict) -> None:
     """package.py builds from a copy of the recipe with the plan's overrides put in: rattler-build renders the
     plugin from it for the machine's CUDA (13.0, which the committed recipe skips), with each override in
-    place, the source from the machine's tree, and each CMake override in the toolchain file its env names."""
-    plan = pack.build_plan(REPO) | {"device_cuda": "13.0"}
+    place, the source from the machine's tree, and each CMake override in the toolchain file its env names.
+    The speed comparison's plugin is planned as a plugin package, with its own overrides."""
+    plan = pack.build_plan(REPO, purpose) | {"device_cuda": "13.0"}
+    assert plan["purpose"] == "package" and plan["overrides"] == overrides
     src, mirror = tmp_path / "src", tmp_path / "mirror"
     recipe_dir, diff = package.device_recipe(plan, tmp_path, src, mirror, configure_only=False)
     job = newest_cuda_job_file(REPO, "linux-64")
@@ -186,7 +209,6 @@ def test_the_device_copy_of_the_recipe_carries_each_override_and_renders_for_the
     plugin = rendered[package.PLUGIN]
     assert not any(r.name == package.PLUGIN for r in render(REPO / "recipe" / "recipe.yaml", lists, "linux-64", "linux-64"))
     env = plugin["build"]["script"]["env"]
-    overrides = pack.DEVICE_OVERRIDES
     context = dict((name, value) for name, value, _ in overrides["context"])
     assert env["CUDA_ARCHITECTURES"] == context["cuda_architectures"]
     assert f"__cuda_arch >={context['cuda_arch_floor']}" in plugin["requirements"]["run_constraints"]
@@ -338,7 +360,7 @@ def test_cases_stuck_in_two_workers_at_once_each_keep_their_own_stacks(tmp_path:
 def test_the_report_compares_the_operator_suite_between_cores(tmp_path: Path) -> None:
     (tmp_path / "stage").mkdir()
     (tmp_path / "stage" / "plan.json").write_text(json.dumps({
-        "version": "1.30.0", "cuda": "13.4",
+        "version": "1.30.0", "cuda": "13.4", "purpose": "package",
         "overrides": {"env": [["CUDA_BUILD_JOBS", "16", "16 cores"]], "cmake": [["X", "ON", "why"]]}}))
     suite = tmp_path / "work" / "src" / checks.OPERATOR_SUITE
     suite.parent.mkdir(parents=True)

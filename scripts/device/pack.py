@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Lay out what a run on the GPU machine needs, in bundles that each fit one call's transfer.
 
-    python3 scripts/device/pack.py [--mirror DIR] [--dest DIR] [--cost | --cpu] [--package PLUGIN]
+    python3 scripts/device/pack.py [--mirror DIR] [--dest DIR] [--cost | --cpu | --speed-plugin] [--package PLUGIN]
+    python3 scripts/device/pack.py --speed --package PLUGIN --core ONNXRUNTIME [--dest DIR]
 
 The GPU machine has no network, and one call carries at most 64 MiB: the checkout plus the folders
 named in `carry`. The sources, from a mirror folder laid out as scripts/rehearsal/sources.py describes
@@ -14,7 +15,11 @@ the GPU machine reads it. README.md ("Building the plugin package on a GPU") giv
 architecture list and floor those of the newest CUDA job (`cost_overrides`). With --cpu it plans the
 CPU packages instead (`onnxruntime-cpp`, and `onnxruntime` for the machine's Python), and with --package
 a user's environment of them and that plugin package after they are built (README.md, "The CPU packages
-on the GPU machine").
+on the GPU machine"). --speed-plugin plans the plugin package for the speed comparison, with SASS for
+the machine's GPU (`SPEED_PLUGIN_OVERRIDES`), and --speed the comparison itself: the user's environment of
+the plugin PLUGIN and the onnxruntime package ONNXRUNTIME that earlier runs built, measured against
+onnxruntime-gpu's wheel of the same version, which travels in pieces (README.md, "How fast the plugin
+is").
 Exit 0 when the bundles are written, 2 when an input is missing.
 """
 
@@ -121,6 +126,26 @@ CPU_OVERRIDES = {
 }
 CPU_OUTPUTS = ["onnxruntime-cpp", "onnxruntime"]
 
+# The plugin whose speed is compared (--speed-plugin): the recipe's settings for the kernels the compared
+# models run, with the machine's own GPU in the list, each difference with its reason
+SPEED_PLUGIN_OVERRIDES = {
+    "context": [
+        ["cuda_architectures", "90-real",
+         "SASS for the H200 alone: the machine runs the machine code a conda-forge build ships for it (every "
+         "CUDA 13 list has 90-real), not PTX compiled at load, and one target keeps the build inside a loan"],
+        ["cuda_arch_floor", "9.0", "that list's oldest SASS, as in the recipe"],
+    ],
+    "env": DEVICE_OVERRIDES["env"],
+    "cmake": [
+        ["onnxruntime_USE_FPA_INTB_GEMM", "OFF",
+         "kernels for weight-only quantized MatMuls, which no compared model has; with SM 90 in the list their 16 "
+         "SM90 launchers would compile 2 at a time (SM90_TMA_JOBS)"],
+        ["onnxruntime_USE_FP8_KV_CACHE", "OFF", "FP8 KV-cache variants of the XQA kernels, which no compared model uses"],
+    ],
+}
+# The speed comparison (--speed): what it measures the plugin against, at the recipe's version
+COMPARED = "onnxruntime-gpu"
+
 
 class PackError(Exception):
     pass
@@ -151,13 +176,20 @@ def build_plan(feedstock: Path, purpose: str = "package") -> dict:
         recipe, _ = evaluate(feedstock, "onnxruntime-ep-cuda", cuda, None)
     except RehearsalError as error:
         raise PackError(str(error)) from None
-    plan = {"version": recipe["package"]["version"], "cuda": cuda, "purpose": purpose}
+    version = recipe["package"]["version"]
+    # a plugin for the speed comparison is built and tested as any plugin package is
+    plan = {"version": version, "cuda": cuda, "purpose": "package" if purpose == "speed-plugin" else purpose}
     if purpose == "cpu":
         return plan | {"outputs": CPU_OUTPUTS, "overrides": CPU_OVERRIDES}
+    if purpose == "speed":
+        # nothing is built: the packages of earlier runs are installed and measured
+        return plan | {"outputs": [], "overrides": {"context": [], "env": [], "cmake": []},
+                       "compare": f"{COMPARED}=={version}"}
+    overrides = {"cost": cost_overrides(recipe), "speed-plugin": SPEED_PLUGIN_OVERRIDES}.get(purpose, DEVICE_OVERRIDES)
     return plan | {
         "script_env": recipe["build"]["script"]["env"],
         "cores": {"floor": recipe["build"]["script"]["env"]["ORT_MIN_CORE_VERSION"], "newest": NEWEST_CORE},
-        "overrides": cost_overrides(recipe) if purpose == "cost" else DEVICE_OVERRIDES,
+        "overrides": overrides,
     }
 
 
@@ -172,15 +204,36 @@ def missing(upstream: Path, version: str) -> str | None:
     return f"{', '.join(absent)}: missing; the GPU run needs ONNX Runtime's source and mirror there" if absent else None
 
 
-def gather(upstream: Path, plan: dict, scratch: Path) -> tuple[dict[str, Path], dict[str, Path]]:
+def pieces(path: Path, folder: Path, limit: int) -> dict[str, Path]:
+    """A file larger than one call carries, cut into pieces of at most `limit` bytes, by their names in a
+    bundle (`<folder>/<file>.part-NN`); package.py's `joined` puts them together."""
+    made = {}
+    folder.mkdir(parents=True, exist_ok=True)
+    with path.open("rb") as whole:
+        while chunk := whole.read(limit):
+            piece = folder / f"{path.name}.part-{len(made):03d}"
+            piece.write_bytes(chunk)
+            made[f"{folder.name}/{piece.name}"] = piece
+    return made
+
+
+def gather(upstream: Path | None, plan: dict, scratch: Path) -> tuple[dict[str, Path], dict[str, Path]]:
     """Build inputs and test inputs, each by its path inside a bundle."""
-    if reason := missing(upstream, plan["version"]):
-        raise PackError(reason)
-    tarball, trees, _ = sources(upstream, plan["version"])
-    # cutlass and cudnn_frontend are the plugin's alone
-    build = {f"sources/{p.name}": p for p in (tarball, *([] if plan["purpose"] == "cpu" else [trees]))}
-    build |= {f"mirror/{p.relative_to(upstream / 'mirror')}": p
-              for p in sorted((upstream / "mirror").rglob("*")) if p.is_file()}
+    build = {}
+    if plan["purpose"] != "speed":
+        if reason := missing(upstream, plan["version"]):
+            raise PackError(reason)
+        tarball, trees, _ = sources(upstream, plan["version"])
+        # cutlass and cudnn_frontend are the plugin's alone
+        build = {f"sources/{p.name}": p for p in (tarball, *([] if plan["purpose"] == "cpu" else [trees]))}
+        build |= {f"mirror/{p.relative_to(upstream / 'mirror')}": p
+                  for p in sorted((upstream / "mirror").rglob("*")) if p.is_file()}
+    else:
+        compared = scratch / "compared"
+        _run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
+              "--only-binary=:all:", *WHEEL_TAGS, "-d", str(compared), plan["compare"]], scratch)
+        (wheel,) = compared.glob("*.whl")
+        build |= pieces(wheel, scratch / "compare", BUNDLE_LIMIT - PLAN_ALLOWANCE)
     debs = scratch / "debs"
     debs.mkdir()
     _run(["apt-get", "download", *DEBIAN_PACKAGES], debs)
@@ -243,19 +296,33 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dest", type=Path, default=bootstrap.REPO / ".device", help="where the bundles go")
     parser.add_argument("--package", type=Path,
                         help="a plugin package an earlier run built (.cache/device/): tested and installed, not rebuilt; "
-                             "with --cpu, installed with the CPU packages")
+                             "with --cpu, installed with the CPU packages; with --speed, the plugin measured")
+    parser.add_argument("--core", type=Path,
+                        help="with --speed: this feedstock's onnxruntime package an earlier run built (.cache/device/)")
     purpose = parser.add_mutually_exclusive_group()
     purpose.add_argument("--cost", action="store_const", dest="purpose", const="cost", default="package",
                          help="a cost run: the recipe's own settings, a sample of nvcc units compiled, no tests")
     purpose.add_argument("--cpu", action="store_const", dest="purpose", const="cpu",
                          help="the CPU packages, built and tested")
+    purpose.add_argument("--speed-plugin", action="store_const", dest="purpose", const="speed-plugin",
+                         help="the plugin package for the speed comparison: SASS for the machine's GPU")
+    purpose.add_argument("--speed", action="store_const", dest="purpose", const="speed",
+                         help=f"the speed comparison of --package in --core's environment with {COMPARED}")
     args = parser.parse_args(argv)
+    if args.purpose == "speed" and (args.package is None or args.core is None):
+        parser.error("--speed measures packages earlier runs built: name them with --package and --core")
     try:
         plan = build_plan(bootstrap.REPO, args.purpose)
-        if args.mirror is None:
+        # a speed run builds nothing, so it takes no sources
+        if args.mirror is None and args.purpose != "speed":
             raise PackError("no mirror folder: name one with --mirror or ORT_SOURCE_MIRROR")
         with tempfile.TemporaryDirectory() as scratch:
-            build, tests = gather(args.mirror.resolve(), plan, Path(scratch))
+            build, tests = gather(args.mirror and args.mirror.resolve(), plan, Path(scratch))
+            if args.core is not None:
+                if not args.core.is_file():
+                    raise PackError(f"{args.core}: no such package")
+                plan["core"] = f"packages/{args.core.name}"
+                build[plan["core"]] = args.core
             if args.package is not None:
                 if not args.package.is_file():
                     raise PackError(f"{args.package}: no such package")

@@ -4,7 +4,8 @@
     python3 package.py --stage STAGE --work WORK [--toolkit DIR] [--configure-only] [--package PLUGIN]
 
 Run on the GPU machine by run.sh, from the bundles pack.py wrote (STAGE: their contents). plan.json's
-`purpose` says what is built: the plugin (`package`, `cost`) or the CPU packages (`cpu`: its `outputs`).
+`purpose` says what is built: the plugin (`package`, `cost`), the CPU packages (`cpu`: its `outputs`) or
+nothing (`speed`).
 In order:
 
 1. The stand-in channel (scripts/rehearsal/channel.py), built by rattler-build from standins.yaml for
@@ -25,7 +26,11 @@ In order:
      onnxruntime-ep-cuda`, all this feedstock's; `import onnxruntime` registers the plugin and
      `providers=["CUDAExecutionProvider"]` runs the model on the GPU (user_check.py), and a C++ program
      built against onnxruntime-cpp's CMake package registers it from its manifest and runs it too
-     (consumer/).
+     (consumer/);
+   - speed, with PLUGIN and plan.json's `core` (this feedstock's onnxruntime) from earlier runs, nothing
+     built: `onnxruntime onnxruntime-ep-cuda onnx`, user_check.py as above, then speed.py's models measured
+     in that environment and with the compared wheel (plan.json's `compare`, carried in pieces) beside the
+     machine's Python, and the table of the two.
 
 WORK/results/package.json and package.md say what each step did. With --configure-only (a dry run on a
 machine without a GPU) the build script stops at its build step (REHEARSAL_TARGETS_FILE) and nothing
@@ -196,6 +201,11 @@ def write_report(results: dict, path: Path) -> None:
         lines += ["", "## A user's environment", "", f"- packages: {install.get('packages')}"]
         for name, status in install.get("runs", {}).items():
             lines += ["", f"{name}: exit {status}", "```", install["logs"][name].rstrip(), "```"]
+    speed = steps.get("speed", {})
+    if speed:
+        lines += ["", "## Speed", "", speed.get("table", "(no table)").rstrip()]
+        for name, status in speed.get("runs", {}).items():
+            lines += ["", f"{name}: exit {status}", "```", speed["logs"][name].rstrip(), "```"]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -405,12 +415,12 @@ def run_tests(package: Path, channels: list[str], results: dict) -> None:
         record["ok"] = all(r["success"] for r in record["results"])
 
 
-def use_plugin(prefix: Path, manifest: dict, results_dir: Path, cpu_packages: bool,
+def use_plugin(prefix: Path, manifest: dict, results_dir: Path, purpose: str,
                roots: dict[str, str]) -> dict[str, int]:
     """What a user of the environment does with the plugin its `manifest` names, each run's exit status by its
     name (its log is results/<name>.log)."""
     runs = {}
-    if not cpu_packages:
+    if purpose == "package":
         # the library the manifest names, under the registration name it gives, as README.md has users do
         load = ["test_plugin_load.py", "--library", str(prefix / manifest["library"]),
                 "--ep-name", manifest["registration_name"], "--require-device"]
@@ -426,11 +436,54 @@ def use_plugin(prefix: Path, manifest: dict, results_dir: Path, cpu_packages: bo
     model = results_dir / "model.onnx"
     runs["user-python"] = run_in(prefix, [str(prefix / "bin" / "python"), str(HERE / "user_check.py"), str(model)],
                                  results_dir / "user-python.log")
+    if purpose != "cpu":  # a speed run's environment has no onnxruntime-cpp
+        return runs
     # built with the machine's compiler, CMake and ninja against the environment's onnxruntime-cpp
     tools = ":".join(str(Path(roots[k]).parent) for k in ("cmake", "ninja", "gxx"))
     runs["user-cpp"] = run_in(prefix, ["bash", str(HERE / "consumer" / "run.sh"), str(prefix), str(model)],
                               results_dir / "user-cpp.log", extra_path=tools)
     return runs
+
+
+def joined(folder: Path, into: Path) -> list[Path]:
+    """The files pack.py cut into pieces (`<file>.part-NN`, its `pieces`), put together again in `into`."""
+    parts: dict[str, list[Path]] = {}
+    for piece in sorted(folder.glob("*.part-*")):
+        parts.setdefault(piece.name.rsplit(".part-", 1)[0], []).append(piece)
+    into.mkdir(parents=True, exist_ok=True)
+    for name, pieces in parts.items():
+        with (into / name).open("wb") as whole:
+            for piece in pieces:
+                whole.write(piece.read_bytes())
+    return [into / name for name in parts]
+
+
+def compare_speed(prefix: Path, stage: Path, work: Path, results_dir: Path) -> dict:
+    """The plugin in the user's environment against the compared wheel's built-in CUDA EP (speed.py): the
+    models exported by the machine's torch, each side measured in fresh processes of its own interpreter,
+    and the table. The wheel is unpacked beside the machine's Python, which has the CUDA libraries it loads."""
+    import zipfile  # noqa: PLC0415
+
+    (wheel,) = joined(stage / "compare", work / "compare")
+    site = work / "compare" / "site"
+    shutil.rmtree(site, ignore_errors=True)
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    speed, models = [sys.executable, str(HERE / "speed.py")], work / "models"
+    sides = {"speed-plugin": ["--python", str(prefix / "bin" / "python"), "--label", PLUGIN],
+             "speed-compared": ["--python", sys.executable, "--path", str(site), "--preload",
+                                "--label", wheel.name.split("-")[0].replace("_", "-")]}
+    runs = {"speed-export": run_in(prefix, [*speed, "export", str(models)], results_dir / "speed-export.log")}
+    for name, side in sides.items():
+        if not runs["speed-export"]:
+            runs[name] = run_in(prefix, [*speed, "measure", *side, "--models", str(models),
+                                         "--out", str(results_dir / f"{name}.json")], results_dir / f"{name}.log")
+    files = [results_dir / f"{name}.json" for name in sides]
+    table = subprocess.run([*speed, "table", *map(str, files)], capture_output=True, text=True).stdout \
+        if all(f.exists() for f in files) else ""
+    (results_dir / "speed.md").write_text(table)
+    return {"runs": runs, "table": table, "ok": bool(table) and not any(runs.values()),
+            "logs": {name: (results_dir / f"{name}.log").read_text(errors="replace")[-3000:] for name in runs}}
 
 
 def main(argv: list[str]) -> int:
@@ -451,7 +504,9 @@ def main(argv: list[str]) -> int:
     results_dir.mkdir(parents=True, exist_ok=True)
     plan = json.loads((stage / "plan.json").read_text())
     plan["device_cuda"] = toolkit_version(args.toolkit)
-    cpu_packages = plan["purpose"] == "cpu"
+    purpose = plan["purpose"]
+    # the CPU packages' run and the speed run install packages earlier runs built (the plugin, --package)
+    cpu_packages, speed = purpose == "cpu", purpose == "speed"
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     results: dict = {"overrides": plan["overrides"], "cuda": plan["device_cuda"], "python": python,
                      "started_with": started_with, "machine": machine_facts()}
@@ -466,20 +521,22 @@ def main(argv: list[str]) -> int:
             # each job's variant with this machine's CUDA and Python: the GPU machine's own toolkit and interpreter
             cuda_overrides = {"cuda_compiler_version": plan["device_cuda"], "python": f"{python}.* *_cpython"}
             jobs = {newest_cuda_job_file(REPO, "linux-64"): cuda_overrides}
-            if cpu_packages:
+            if cpu_packages or speed:
                 # the CPU job's is the one built; the CUDA job's stand-ins are what the plugin installs with
                 jobs = {job_file(REPO, "linux-64", None): {"python": cuda_overrides["python"]}} | jobs
             job, variant_overrides = next(iter(jobs.items()))
             record["jobs"] = {path.name: overrides for path, overrides in jobs.items()}
             # the cores the plugin's tests load, which the CPU packages' run replaces with its own onnxruntime
-            cores = {} if cpu_packages else {"min_core_version": plan["cores"]["floor"], "newest_core_version": NEWEST_CORE}
+            cores = {} if cpu_packages or speed else {"min_core_version": plan["cores"]["floor"], "newest_core_version": NEWEST_CORE}
             chosen = sorted({s for path, overrides in jobs.items() for s in standins([path], cores, overrides=overrides)},
                             key=lambda s: (s.name, s.version, s.build))
             shutil.rmtree(channel, ignore_errors=True)
             roots = machine_roots(stage, work, args.toolkit)
             built = build_channel(chosen, channel, roots)
             record["packages"] = {p.name: p.stat().st_size for p in built}
-        if args.package is not None and not cpu_packages:
+        if speed:
+            packages = []  # nothing is built: the earlier runs' packages are tested where they were built
+        elif args.package is not None and not cpu_packages:
             # an earlier run's plugin, in a channel of its own, tested and installed instead of built
             local_channel([args.package], output)
             packages = [output / "linux-64" / args.package.name]
@@ -496,17 +553,21 @@ def main(argv: list[str]) -> int:
         with Step(results, "install") as record:
             channels = [output.as_uri(), channel.as_uri()]
             specs = ["onnxruntime", PLUGIN, "onnx"]
-            if cpu_packages:
-                local_channel([args.package], earlier)
+            if cpu_packages or speed:
+                local_channel([args.package, *([stage / plan["core"]] if speed else [])], earlier)
                 channels.insert(1, earlier.as_uri())
+            if cpu_packages:
                 specs.append("onnxruntime-cpp")
             prefix = work / "user-env"
             record["packages"] = user_environment(channels, specs, prefix)
             record["manifest"] = json.loads(next((prefix / manifest_dir("unix")).glob("*.json")).read_text())
-            record["runs"] = use_plugin(prefix, record["manifest"], results_dir, cpu_packages, roots)
+            record["runs"] = use_plugin(prefix, record["manifest"], results_dir, purpose, roots)
             record["logs"] = {name: (results_dir / f"{name}.log").read_text(errors="replace")[-3000:]
                               for name in record["runs"]}
             record["ok"] = not any(record["runs"].values())
+        if speed:
+            with Step(results, "speed") as record:
+                record |= compare_speed(prefix, stage, work, results_dir)
     except Exception:  # every step's outcome goes in the report, the failing one's too
         import traceback  # noqa: PLC0415
 

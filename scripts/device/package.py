@@ -50,7 +50,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tarfile
 import time
 from pathlib import Path
 

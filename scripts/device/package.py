@@ -550,11 +550,12 @@ def main(argv: list[str]) -> int:
         if cpu_packages and args.package is None:
             return 0 if all(s.get("ok") for s in results["steps"].values()) else 1
         with Step(results, "install") as record:
-            channels = [output.as_uri(), channel.as_uri()]
+            # what this run built (a speed run: nothing), what earlier runs built, the stand-ins
+            channels = [*([] if speed else [output.as_uri()]), channel.as_uri()]
             specs = ["onnxruntime", PLUGIN, "onnx"]
             if cpu_packages or speed:
                 local_channel([args.package, *([stage / plan["core"]] if speed else [])], earlier)
-                channels.insert(1, earlier.as_uri())
+                channels.insert(-1, earlier.as_uri())
             if cpu_packages:
                 specs.append("onnxruntime-cpp")
             prefix = work / "user-env"

@@ -68,8 +68,8 @@ def test_each_model_runs_at_each_batch_in_its_own_core_and_the_table_gives_the_r
             assert case["nodes"] == {"CPUExecutionProvider": 2}
             assert 0 < case["median_ms"] <= case["p90_ms"] and case["create_s"] > 0
             assert case["peak_gpu_mib"] is None  # no nvidia-smi here
-    table = subprocess.run([sys.executable, str(SPEED), "table", str(tmp_path / "floor.json"),
-                            str(tmp_path / "newest.json")], capture_output=True, text=True, check=True).stdout
+    table = subprocess.run([sys.executable, str(SPEED), "table", "--plugin", str(tmp_path / "floor.json"),
+                            "--other", str(tmp_path / "newest.json")], capture_output=True, text=True, check=True).stdout
     for floor, newest in zip(results["floor"]["cases"], results["newest"]["cases"]):
         ratio = f"{newest['median_ms'] / floor['median_ms']:.3f}"
         assert f"| tiny | {floor['batch']} | {floor['median_ms']} / {floor['p90_ms']} | " \
@@ -86,3 +86,25 @@ def test_an_ep_the_core_lacks_fails_the_measurement_and_says_why(cores: dict[str
     assert done.returncode == 1
     (case,) = json.loads((tmp_path / "out.json").read_text())["cases"]
     assert case["error"].startswith("exit 1:") and "CUDAExecutionProvider" in case["error"], case
+
+
+def test_the_table_takes_each_cases_median_over_a_sides_rounds(cores: dict[str, Path], tmp_path: Path) -> None:
+    """The GPU machine measures each side three times in alternation; the table compares each case's median
+    over a side's rounds, and its largest peak memory."""
+    models = tmp_path / "models"
+    models.mkdir()
+    assert run(cores["newest"], "-c", MODEL, str(models / "tiny.onnx")).returncode == 0
+    rounds = []
+    for number in range(3):
+        out = tmp_path / f"newest-{number}.json"
+        done = measure(cores["newest"], "newest", models, out, "--ep", "CPUExecutionProvider", "--batches", "1")
+        assert done.returncode == 0, done.stderr
+        rounds.append(json.loads(out.read_text())["cases"][0])
+    table = subprocess.run([sys.executable, str(SPEED), "table", "--plugin", *(str(tmp_path / f"newest-{n}.json")
+                                                                                 for n in range(3)),
+                            "--other", str(tmp_path / "newest-0.json")], capture_output=True, text=True, check=True).stdout
+    median = sorted(r["median_ms"] for r in rounds)[1]
+    p90 = sorted(r["p90_ms"] for r in rounds)[1]
+    first = rounds[0]
+    assert f"| tiny | 1 | {median} / {p90} | {first['median_ms']} / {first['p90_ms']} | " \
+           f"{first['median_ms'] / median:.3f} |" in table, table

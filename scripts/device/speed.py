@@ -4,7 +4,7 @@
     python3 speed.py export DIR
     python3 speed.py measure --python PY --label LABEL --models DIR --out FILE [--path P] [--preload] [--ep EP]
                              [--batches 1 8] [--warmup N] [--runs N]
-    python3 speed.py table FILE FILE
+    python3 speed.py table --plugin FILE [FILE ...] --other FILE [FILE ...]
 
 `export` writes the models with the machine's torch and transformers: a BERT-style encoder
 (transformers' BertModel at bert-base's size, random weights, sequences of 128) and a ResNet-50
@@ -15,8 +15,9 @@ NVIDIA wheels first, with its `preload_dlls`, as onnxruntime-gpu's users do): th
 (median and p90), how many of the model's nodes each EP took, and the process's peak GPU memory as
 nvidia-smi reports it (none where there is no nvidia-smi). Both sides get the same session options: the
 defaults, with `providers=[EP]` and the CPU EP's fallback left on, so that a node an EP does not take
-shows in its count instead of failing the session. `table` compares two result files (the plugin's
-first) and writes Markdown with the ratio of each median. Exit 0 when every run of `measure` succeeded.
+shows in its count instead of failing the session. `table` compares the plugin's result files with the other build's
+(each side's rounds merged: the median of each case's medians) and writes Markdown with the ratio of
+each median. Exit 0 when every run of `measure` succeeded.
 """
 
 from __future__ import annotations
@@ -174,6 +175,27 @@ def measure(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def merged(rounds: list[dict]) -> dict:
+    """One side's rounds (`measure` run again, in alternation with the other side) as one result: each case's
+    median over the rounds of its median, p90 and session time, and its largest peak memory. A case that
+    failed in any round is that round's failure."""
+    seen: dict[tuple[str, int], list[dict]] = {}
+    for result in rounds:
+        for case in result["cases"]:
+            seen.setdefault((case["model"], case["batch"]), []).append(case)
+    cases = []
+    for runs in seen.values():
+        failed = [case for case in runs if "error" in case]
+        if failed:
+            cases.append(failed[0])
+            continue
+        peaks = [case["peak_gpu_mib"] for case in runs if case["peak_gpu_mib"] is not None]
+        cases.append(runs[0] | {key: round(statistics.median(case[key] for case in runs), 3)
+                                for key in ("median_ms", "p90_ms", "create_s")}
+                     | {"peak_gpu_mib": max(peaks, default=None), "rounds": len(runs)})
+    return rounds[0] | {"cases": cases}
+
+
 def table(plugin: dict, other: dict) -> str:
     """Markdown: each case side by side, with the other build's median over the plugin's."""
     rows = [f"| model | batch | {plugin['label']}: median / p90 ms | {other['label']}: median / p90 ms | "
@@ -217,14 +239,15 @@ def main(argv: list[str]) -> int:
     run.add_argument("--warmup", type=int, default=20)
     run.add_argument("--runs", type=int, default=200)
     compare = verbs.add_parser("table")
-    compare.add_argument("files", type=Path, nargs=2)
+    compare.add_argument("--plugin", type=Path, nargs="+", required=True)
+    compare.add_argument("--other", type=Path, nargs="+", required=True)
     args = parser.parse_args(argv)
     if args.verb == "export":
         export(args.folder)
         return 0
     if args.verb == "measure":
         return measure(args)
-    print(table(*(json.loads(f.read_text()) for f in args.files)), end="")
+    print(table(*(merged([json.loads(f.read_text()) for f in files]) for files in (args.plugin, args.other))), end="")
     return 0
 
 

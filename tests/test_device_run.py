@@ -25,7 +25,9 @@ import package  # noqa: E402
 from feedstock.ci_support import job_file, newest_cuda_job_file  # noqa: E402
 from rattler_render import render  # noqa: E402
 from support.yaml_files import read_yaml  # noqa: E402
+from rehearsal.channel import build_channel, standins  # noqa: E402
 from rehearsal.evaluate import evaluate  # noqa: E402
+from rehearsal.resolve import render_with_solve, variant_file  # noqa: E402
 from rehearsal.sources import mirror_folder  # noqa: E402
 
 
@@ -246,6 +248,51 @@ def test_the_cpu_packages_copy_builds_them_offline_with_the_cpu_overrides_and_le
     plugins = [r.recipe for r in render(recipe_dir / "recipe.yaml", cuda_lists, "linux-64", "linux-64")
                if r.name == package.PLUGIN]
     assert plugins and all("CMAKE_TOOLCHAIN_FILE" not in plugin["build"]["script"]["env"] for plugin in plugins)
+
+def test_rattler_build_configures_onnxruntime_cpp_here_in_its_environment_of_stand_ins_with_this_machines_files(
+        tmp_path: Path) -> None:
+    """package.py's build path, which the GPU machine runs, on this machine: the CPU job's stand-ins that
+    rattler-build's solver picks for onnxruntime-cpp, built with this machine's compilers, Python, and the
+    CMake, ninja and protoc that pack.py gathers as contents, then `rattler-build build` of the device copy
+    of the recipe with the build script stopped at its build step (configure only)."""
+    mirror = mirror_with_sources()
+    job = job_file(REPO, "linux-64", None)
+    # this machine's Python, as the GPU machine's run puts its own in the variant
+    overrides = {"python": f"{sys.version_info.major}.{sys.version_info.minor}.* *_cpython"}
+    chosen = standins([job], {}, overrides=overrides)
+    metadata = tmp_path / "metadata"
+    build_channel(chosen, metadata)
+    rendered = render_with_solve(REPO / "recipe" / "recipe.yaml", variant_file(job, tmp_path, overrides), metadata)
+    (cpp,) = [entry for entry in rendered if entry["recipe"]["package"]["name"] == "onnxruntime-cpp"]
+    solved = {record["name"] for section in ("build", "host")
+              for record in (cpp["finalized_dependencies"].get(section) or {}).get("resolved", [])}
+    assert {"gcc_linux-64", "gxx_linux-64", "cmake", "ninja", "libprotobuf"} <= solved
+    plan = pack.build_plan(REPO, "cpu") | {"outputs": ["onnxruntime-cpp"]}
+    (tmp_path / "gathered").mkdir()
+    gathered, _ = pack.gather(mirror, plan, tmp_path / "gathered")
+    stage = tmp_path / "stage"
+    for name, path in gathered.items():
+        (stage / name).parent.mkdir(parents=True, exist_ok=True)
+        (stage / name).symlink_to(path)
+    work = tmp_path / "work"
+    (work / "results").mkdir(parents=True)
+    roots = package.machine_roots(stage, work, toolkit=None)
+    build_channel([s for s in chosen if s.name in solved], work / "channel", roots)
+    results: dict = {}
+    package.build_outputs(plan, stage, work, job, overrides, work / "channel", work / "output", results,
+                          work / "results", configure_only=True)
+    assert results["steps"]["build onnxruntime-cpp"]["ok"], results
+    # the script reached its build step: configured, with ninja's build file written, and said what it builds
+    assert (work / "build_targets.txt").read_text().split()
+    build_dir = work / "output" / "bld" / "rattler-build_onnxruntime-cpp" / "work" / "build-cpp"
+    assert (build_dir / "build.ninja").is_file()
+    cache = (build_dir / "CMakeCache.txt").read_text()
+    # the compiler stand-in's program, under conda's name, in rattler-build's build environment
+    assert re.search(r"^CMAKE_CXX_COMPILER:\w+=\S+/build_env/bin/x86_64-conda-linux-gnu-c\+\+$", cache, re.M), cache
+    # the compilers' activation roots CMake's searches in the environments, as conda-forge's does: this
+    # machine's zlib, which a search of the system's folders would find, stays unfound
+    assert "ZLIB_INCLUDE_DIR:PATH=ZLIB_INCLUDE_DIR-NOTFOUND" in cache
+
 
 def test_staging_copies_a_bundle_and_start_needs_the_plan(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle-2" / "mirror"

@@ -75,12 +75,12 @@ def standin_wheels() -> list[str]:
 
 
 # What the run installs from PyPI: rattler-build and rattler (py-rattler-build, py-rattler), the CMake the
-# recipe asks for (below 4), and what the stand-in channel makes packages of besides the image's own
+# recipe asks for (below 4), ninja (its newest, as the rehearsal's), and what the stand-in channel makes packages of besides the image's own
 # packages (the cores to test come from the plan)
 TOOLS = [*(f"{name}=={importlib.metadata.version(name)}" for name in
            # the versions this machine's own scripts and tests run (scripts/requirements.txt, and what pydantic needs)
            ("py-rattler-build", "py-rattler", "pydantic", "pydantic-core", "annotated-types", "typing-inspection")),
-         f"cmake=={load_standins()['cmake']['conda']['version']}", *standin_wheels()]
+         f"cmake=={load_standins()['cmake']['conda']['version']}", "ninja", *standin_wheels()]
 # protoc 3.21 for the build machine (conda-forge's libprotobuf 3.21) and zstd, which the image lacks.
 DEBIAN_PACKAGES = ["protobuf-compiler", "libprotoc32", "libprotobuf32", "zstd"]
 

@@ -103,11 +103,14 @@ def wrapper(path: Path, program: str, environment: dict[str, str] | None = None)
     return str(path)
 
 
-def machine_roots(stage: Path, work: Path, toolkit: Path) -> dict[str, str]:
-    """Where each stand-in's files are on this machine (standins.yaml's `machine` keys name these)."""
+def machine_roots(inputs: Path, work: Path, toolkit: Path | None) -> dict[str, str]:
+    """Where each stand-in's files are on this machine (standins.yaml's `machine` keys name these): its
+    compilers, binutils and Python; CMake and ninja from the wheels and protoc from the Debian packages in
+    INPUTS/wheels and INPUTS/debs (pack.py's bundles on the GPU machine); with a CUDA toolkit (the GPU
+    machine's), the toolkit and the cuDNN of its Python's wheel."""
     tools = work / "tools"
     tools.mkdir(parents=True, exist_ok=True)
-    roots = {"toolkit": str(toolkit), "wheels": str(stage / "wheels"),
+    roots = {"wheels": str(inputs / "wheels"),
              "site": sysconfig.get_paths()["purelib"], "python_include": sysconfig.get_paths()["include"],
              "python_exe": os.path.realpath(sys._base_executable)}
     for root, program in PROGRAMS.items():
@@ -118,23 +121,27 @@ def machine_roots(stage: Path, work: Path, toolkit: Path) -> dict[str, str]:
         roots[root] = wrapper(tools / program, os.path.realpath(found))
     roots["system_lib"] = str(Path(subprocess.run(["g++", "-print-file-name=libstdc++.so.6"], check=True,
                                                   capture_output=True, text=True).stdout.strip()).resolve().parent)
-    import nvidia.cudnn  # noqa: PLC0415
+    if toolkit is not None:
+        import nvidia.cudnn  # noqa: PLC0415
 
-    roots["cudnn_root"] = list(nvidia.cudnn.__path__)[0]
-    # CMake from its wheel (PyPI's cmake 3.31, as the recipe asks for CMake below 4), ninja's binary
-    cmake = work / "cmake-wheel"
-    if not cmake.exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(cmake),
-                        *glob.glob(str(stage / "wheels" / "cmake-*.whl"))], check=True)
-    cmake_bin = cmake / "cmake" / "data" / "bin"
-    roots["cmake"] = wrapper(tools / "cmake", str(cmake_bin / "cmake"))
-    roots["ctest"] = wrapper(tools / "ctest", str(cmake_bin / "ctest"))
-    import ninja  # noqa: PLC0415
-
-    roots["ninja"] = str(Path(ninja.BIN_DIR) / "ninja")
+        roots |= {"toolkit": str(toolkit), "cudnn_root": list(nvidia.cudnn.__path__)[0]}
+    # CMake (PyPI's 3.31, as the recipe asks for CMake below 4) and ninja from their wheels: the programs
+    # are in the wheels' data folders, which pip puts in <package>/data/bin or, as scripts, in bin/
+    site = work / "tool-wheels"
+    if not site.exists():
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(site),
+                        *glob.glob(str(inputs / "wheels" / "cmake-*.whl")),
+                        *glob.glob(str(inputs / "wheels" / "ninja-*.whl"))], check=True)
+    for program, wheel in (("cmake", "cmake"), ("ctest", "cmake"), ("ninja", "ninja")):
+        # the program itself, not the Python script of the same name that a wheel's entry point makes
+        found = [p for p in (site / wheel / "data" / "bin" / program, site / "bin" / program)
+                 if p.is_file() and p.open("rb").read(2) != b"#!"]
+        if not found:
+            raise SystemExit(f"package: no `{program}` program in {inputs / 'wheels'}'s cmake and ninja wheels")
+        roots[program] = wrapper(tools / program, str(found[0]))
     # Debian's protoc 3.21.12 and its libraries; the wrapper finds them beside itself in the environment
     protobuf = work / "protobuf"
-    for deb in sorted(stage.glob("debs/*.deb")):
+    for deb in sorted(inputs.glob("debs/*.deb")):
         if deb.name.startswith(("protobuf-compiler_", "libprotoc32_", "libprotobuf32_")):
             subprocess.run(["dpkg", "-x", str(deb), str(protobuf)], check=True)
     roots["protobuf"] = str(protobuf / "usr")
@@ -260,12 +267,13 @@ def unpack_sources(stage: Path, work: Path) -> Path:
     shutil.rmtree(src, ignore_errors=True)
     src.mkdir(parents=True)
     (tarball,) = stage.glob("sources/onnxruntime-*-src.tar.zst")
-    subprocess.run(f'zstd -dc "{tarball}" | tar -x -C "{src}" --strip-components=1', shell=True, check=True)
+    # zstd reads a linked tarball from its standard input (named, it skips a symbolic link)
+    subprocess.run(f'zstd -dc < "{tarball}" | tar -x -C "{src}" --strip-components=1', shell=True, check=True)
     if not (stage / "sources" / "cutlass-cudnn_frontend-trees.tar.zst").exists():
         return src  # the CPU packages fetch neither
     deps = src / os.environ.get("ORT_BUILD_DIR_FOR_TREES", "build-ep-cuda") / "_deps"
     deps.mkdir(parents=True)
-    subprocess.run(f'zstd -dc "{stage}/sources/cutlass-cudnn_frontend-trees.tar.zst" | tar -x -C "{deps}"',
+    subprocess.run(f'zstd -dc < "{stage}/sources/cutlass-cudnn_frontend-trees.tar.zst" | tar -x -C "{deps}"',
                    shell=True, check=True)
     for folder in ("cutlass", "cudnn_frontend"):
         (deps / folder).rename(deps / f"{folder}-src")

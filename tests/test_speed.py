@@ -65,6 +65,7 @@ def test_each_model_runs_at_each_batch_in_its_own_core_and_the_table_gives_the_r
         assert [(c["model"], c["batch"]) for c in result["cases"]] == [("tiny", 1), ("tiny", 8)]
         for case in result["cases"]:
             assert case["core"] == expected_core[label]
+            assert case["preloaded"] == (label == "newest")
             assert case["nodes"] == {"CPUExecutionProvider": 2}
             assert 0 < case["median_ms"] <= case["p90_ms"] and case["create_s"] > 0
             assert case["peak_gpu_mib"] is None  # no nvidia-smi here
@@ -108,3 +109,21 @@ def test_the_table_takes_each_cases_median_over_a_sides_rounds(cores: dict[str, 
     first = rounds[0]
     assert f"| tiny | 1 | {median} / {p90} | {first['median_ms']} / {first['p90_ms']} | " \
            f"{first['median_ms'] / median:.3f} |" in table, table
+
+
+def test_merging_rounds_keeps_a_failed_round_and_the_largest_peak(tmp_path: Path) -> None:
+    """A case that failed in any round is that failure, not a median of the rounds that ran; the peak
+    memory is the largest any round saw, where some rounds saw none."""
+    sys.path.insert(0, str(SPEED.parent))
+    import speed  # noqa: PLC0415
+
+    def case(batch: int, median: float, peak: int | None, error: str = "") -> dict:
+        made = {"model": "m", "batch": batch, "peak_gpu_mib": peak}
+        return made | ({"error": error} if error else {"median_ms": median, "p90_ms": median * 2, "create_s": 0.5})
+
+    rounds = [{"label": "x", "ep": "E", "cases": [case(1, 3.0, None), case(8, 9.0, 100)]},
+              {"label": "x", "ep": "E", "cases": [case(1, 1.0, 700), case(8, 0, None, "exit 1: out of memory")]},
+              {"label": "x", "ep": "E", "cases": [case(1, 2.0, 500), case(8, 7.0, 300)]}]
+    one, eight = speed.merged(rounds)["cases"]
+    assert (one["median_ms"], one["p90_ms"], one["peak_gpu_mib"], one["rounds"]) == (2.0, 4.0, 700, 3)
+    assert eight["error"] == "exit 1: out of memory" and "median_ms" not in eight

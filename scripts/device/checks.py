@@ -133,7 +133,7 @@ def report(top: Path) -> int:
     results, plan = top / "results", json.loads((top / "stage" / "plan.json").read_text())
     # a CPU run builds the plan's outputs, a speed run none
     built = ", ".join(plan.get("outputs", ["onnxruntime-ep-cuda"])) or "nothing built"
-    lines = [f"# GPU run ({plan['purpose']}): {built}, {plan['version']}, linux-64 (CUDA job {plan['cuda']})", "",
+    lines = [f"# GPU run ({plan.get('purpose', 'package')}): {built}, {plan['version']}, linux-64 (CUDA job {plan['cuda']})", "",
              f"- machine: {_command('nvidia-smi', '-L')}; {_command('nproc')} cores",
              f"- driver: {_command('nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader')}",
              "", "## Settings that differ from conda-forge's build (none of them is in the recipe)", ""]

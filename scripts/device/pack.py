@@ -26,6 +26,7 @@ Exit 0 when the bundles are written, 2 when an input is missing.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -75,12 +76,13 @@ def standin_wheels() -> list[str]:
 
 
 # What the run installs from PyPI: rattler-build and rattler (py-rattler-build, py-rattler), the CMake the
-# recipe asks for (below 4), ninja (its newest, as the rehearsal's), and what the stand-in channel makes packages of besides the image's own
+# recipe asks for (below 4), ninja, and what the stand-in channel makes packages of besides the image's own
 # packages (the cores to test come from the plan)
 TOOLS = [*(f"{name}=={importlib.metadata.version(name)}" for name in
            # the versions this machine's own scripts and tests run (scripts/requirements.txt, and what pydantic needs)
            ("py-rattler-build", "py-rattler", "pydantic", "pydantic-core", "annotated-types", "typing-inspection")),
-         f"cmake=={load_standins()['cmake']['conda']['version']}", "ninja", *standin_wheels()]
+         # PyPI has no ninja 1.13.1, the stand-in's (conda-forge's) version: the release after it
+         f"cmake=={load_standins()['cmake']['conda']['version']}", "ninja==1.13.2", *standin_wheels()]
 # protoc 3.21 for the build machine (conda-forge's libprotobuf 3.21) and zstd, which the image lacks.
 DEBIAN_PACKAGES = ["protobuf-compiler", "libprotoc32", "libprotobuf32", "zstd"]
 
@@ -111,7 +113,7 @@ DEVICE_OVERRIDES = {
 }
 
 
-# The CPU packages' run (--cpu): the recipe's settings but one, each with its reason
+# The CPU packages' run (--cpu): the recipe's settings but two, each with its reason
 CPU_OVERRIDES = {
     "context": [],
     "env": [],
@@ -206,7 +208,7 @@ def missing(upstream: Path, version: str) -> str | None:
 
 def pieces(path: Path, folder: Path, limit: int) -> dict[str, Path]:
     """A file larger than one call carries, cut into pieces of at most `limit` bytes, by their names in a
-    bundle (`<folder>/<file>.part-NN`); package.py's `joined` puts them together."""
+    bundle (`<folder>/<file>.part-NNN`); package.py's `joined` puts them together."""
     made = {}
     folder.mkdir(parents=True, exist_ok=True)
     with path.open("rb") as whole:
@@ -233,6 +235,8 @@ def gather(upstream: Path | None, plan: dict, scratch: Path) -> tuple[dict[str, 
         _run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
               "--only-binary=:all:", *WHEEL_TAGS, "-d", str(compared), plan["compare"]], scratch)
         (wheel,) = compared.glob("*.whl")
+        # package.py checks the pieces it puts together against this
+        plan["compare_sha256"] = hashlib.sha256(wheel.read_bytes()).hexdigest()
         build |= pieces(wheel, scratch / "compare", BUNDLE_LIMIT - PLAN_ALLOWANCE)
     debs = scratch / "debs"
     debs.mkdir()
@@ -311,6 +315,8 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.purpose == "speed" and (args.package is None or args.core is None):
         parser.error("--speed measures packages earlier runs built: name them with --package and --core")
+    if args.core is not None and args.purpose != "speed":
+        parser.error("--core names the onnxruntime package a speed run measures: it goes with --speed")
     try:
         plan = build_plan(bootstrap.REPO, args.purpose)
         # a speed run builds nothing, so it takes no sources

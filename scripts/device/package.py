@@ -211,9 +211,9 @@ def write_report(results: dict, path: Path) -> None:
             lines += ["", f"{name}: exit {status}", "```", install["logs"][name].rstrip(), "```"]
     speed = steps.get("speed", {})
     if speed:
-        lines += ["", "## Speed", "", speed.get("table", "(no table)").rstrip()]
-        for name, status in speed.get("runs", {}).items():
-            lines += ["", f"{name}: exit {status}", "```", speed["logs"][name].rstrip(), "```"]
+        lines += ["", "## Speed", "", (speed.get("table") or "(no table)").rstrip()]
+        for name, log in speed.get("logs", {}).items():
+            lines += ["", f"{name}: exit {speed['runs'][name]}", "```", log.rstrip(), "```"]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -337,8 +337,12 @@ def run_in(prefix: Path, arguments: list[str], log: Path, extra_path: str = "") 
             # the driver's kernel cache, which run.sh shares between the tests and these runs
             **{k: os.environ[k] for k in ("CUDA_CACHE_PATH", "CUDA_CACHE_MAXSIZE") if k in os.environ}}
     with log.open("w") as out:
-        done = subprocess.run(arguments, env=bare, stdout=out, stderr=subprocess.STDOUT, cwd=REPO / "recipe",
-                              timeout=600)
+        try:
+            done = subprocess.run(arguments, env=bare, stdout=out, stderr=subprocess.STDOUT, cwd=REPO / "recipe",
+                                  timeout=600)
+        except subprocess.TimeoutExpired:
+            out.write("\n(stopped after 600 s)\n")
+            return 124
     return done.returncode
 
 
@@ -455,7 +459,7 @@ def use_plugin(prefix: Path, manifest: dict, results_dir: Path, purpose: str,
 
 
 def joined(folder: Path, into: Path) -> list[Path]:
-    """The files pack.py cut into pieces (`<file>.part-NN`, its `pieces`), put together again in `into`."""
+    """The files pack.py cut into pieces (`<file>.part-NNN`, its `pieces`), put together again in `into`."""
     parts: dict[str, list[Path]] = {}
     for piece in sorted(folder.glob("*.part-*")):
         parts.setdefault(piece.name.rsplit(".part-", 1)[0], []).append(piece)
@@ -467,13 +471,16 @@ def joined(folder: Path, into: Path) -> list[Path]:
     return [into / name for name in parts]
 
 
-def compare_speed(prefix: Path, stage: Path, work: Path, results_dir: Path) -> dict:
+def compare_speed(prefix: Path, plan: dict, stage: Path, work: Path, results_dir: Path) -> dict:
     """The plugin in the user's environment against the compared wheel's built-in CUDA EP (speed.py): the
     models exported by the machine's torch, each side measured in fresh processes of its own interpreter,
     and the table. The wheel is unpacked beside the machine's Python, which has the CUDA libraries it loads."""
+    import hashlib  # noqa: PLC0415
     import zipfile  # noqa: PLC0415
 
     (wheel,) = joined(stage / "compare", work / "compare")
+    if hashlib.sha256(wheel.read_bytes()).hexdigest() != plan["compare_sha256"]:
+        raise ValueError(f"{wheel.name}: its pieces put together differ from the wheel pack.py cut (sha256)")
     site = work / "compare" / "site"
     shutil.rmtree(site, ignore_errors=True)
     with zipfile.ZipFile(wheel) as archive:
@@ -483,19 +490,21 @@ def compare_speed(prefix: Path, stage: Path, work: Path, results_dir: Path) -> d
              "speed-compared": ["--python", sys.executable, "--path", str(site), "--preload",
                                 "--label", wheel.name.split("-")[0].replace("_", "-")]}
     runs = {"speed-export": run_in(prefix, [*speed, "export", str(models)], results_dir / "speed-export.log")}
+    files: dict[str, list[str]] = {name: [] for name in sides}
     # the sides in alternation, ABBAAB: a drift of the GPU's or the host's state over the minutes weighs on both
-    for number in range(1, SPEED_ROUNDS + 1):
+    for number in range(1, SPEED_ROUNDS + 1) if not runs["speed-export"] else ():
         for name, side in (sides.items() if number % 2 else reversed(sides.items())):
-            if not runs["speed-export"]:
-                runs[f"{name}-{number}"] = run_in(prefix, [*speed, "measure", *side, "--models", str(models),
-                                                           "--out", str(results_dir / f"{name}-{number}.json")],
-                                                  results_dir / f"{name}-{number}.log")
-    files = {name: [str(results_dir / f"{name}-{n}.json") for n in range(1, SPEED_ROUNDS + 1)] for name in sides}
-    table = subprocess.run([*speed, "table", "--plugin", *files["speed-plugin"], "--other", *files["speed-compared"]],
-                           capture_output=True, text=True).stdout if not any(runs.values()) else ""
-    (results_dir / "speed.md").write_text(table)
-    return {"runs": runs, "table": table, "ok": bool(table) and not any(runs.values()),
-            "logs": {name: (results_dir / f"{name}.log").read_text(errors="replace")[-3000:] for name in runs}}
+            files[name].append(str(results_dir / f"{name}-{number}.json"))
+            runs[f"{name}-{number}"] = run_in(prefix, [*speed, "measure", *side, "--models", str(models),
+                                                       "--out", files[name][-1]], results_dir / f"{name}-{number}.log")
+    # a case that failed in a round shows in the table as that round's error; a round that wrote nothing does not
+    if all(Path(f).exists() for f in (*files["speed-plugin"], *files["speed-compared"])) and not runs["speed-export"]:
+        runs["speed-table"] = run_in(prefix, [*speed, "table", "--plugin", *files["speed-plugin"],
+                                              "--other", *files["speed-compared"]], results_dir / "speed.md")
+    table = (results_dir / "speed.md").read_text() if runs.get("speed-table") == 0 else ""
+    return {"runs": runs, "table": table, "ok": not any(runs.values()) and "speed-table" in runs,
+            "logs": {name: (results_dir / f"{name}.log").read_text(errors="replace")[-3000:]
+                     for name in runs if name != "speed-table"}}
 
 
 def main(argv: list[str]) -> int:
@@ -507,7 +516,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--configure-only", action="store_true")
     parser.add_argument("--package", type=Path,
                         help="a plugin package built by an earlier run: tested and installed instead of building one; "
-                             "for the CPU packages, installed with them")
+                             "for the CPU packages, installed with them; for a speed run, the plugin measured")
     args = parser.parse_args(argv)
     # what this script was started with stays with it: rattler-build's environments and the user's get none of it
     started_with = {k: os.environ.pop(k, "") for k in ("PYTHONPATH", "LD_LIBRARY_PATH")}
@@ -519,6 +528,7 @@ def main(argv: list[str]) -> int:
     purpose = plan["purpose"]
     # the CPU packages' run and the speed run install packages earlier runs built (the plugin, --package)
     cpu_packages, speed = purpose == "cpu", purpose == "speed"
+    from_earlier = cpu_packages or speed
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     results: dict = {"overrides": plan["overrides"], "cuda": plan["device_cuda"], "python": python,
                      "started_with": started_with, "machine": machine_facts()}
@@ -533,13 +543,13 @@ def main(argv: list[str]) -> int:
             # each job's variant with this machine's CUDA and Python: the GPU machine's own toolkit and interpreter
             cuda_overrides = {"cuda_compiler_version": plan["device_cuda"], "python": f"{python}.* *_cpython"}
             jobs = {newest_cuda_job_file(REPO, "linux-64"): cuda_overrides}
-            if cpu_packages or speed:
+            if from_earlier:
                 # the CPU job's is the one built; the CUDA job's stand-ins are what the plugin installs with
                 jobs = {job_file(REPO, "linux-64", None): {"python": cuda_overrides["python"]}} | jobs
             job, variant_overrides = next(iter(jobs.items()))
             record["jobs"] = {path.name: overrides for path, overrides in jobs.items()}
             # the cores the plugin's tests load, which the CPU packages' run replaces with its own onnxruntime
-            cores = {} if cpu_packages or speed else {"min_core_version": plan["cores"]["floor"], "newest_core_version": NEWEST_CORE}
+            cores = {} if from_earlier else {"min_core_version": plan["cores"]["floor"], "newest_core_version": NEWEST_CORE}
             chosen = sorted({s for path, overrides in jobs.items() for s in standins([path], cores, overrides=overrides)},
                             key=lambda s: (s.name, s.version, s.build))
             shutil.rmtree(channel, ignore_errors=True)
@@ -566,7 +576,7 @@ def main(argv: list[str]) -> int:
             # what this run built (a speed run: nothing), what earlier runs built, the stand-ins
             channels = [*([] if speed else [output.as_uri()]), channel.as_uri()]
             specs = ["onnxruntime", PLUGIN, "onnx"]
-            if cpu_packages or speed:
+            if from_earlier:
                 local_channel([args.package, *([stage / plan["core"]] if speed else [])], earlier)
                 channels.insert(-1, earlier.as_uri())
             if cpu_packages:
@@ -580,7 +590,7 @@ def main(argv: list[str]) -> int:
             record["ok"] = not any(record["runs"].values())
         if speed:
             with Step(results, "speed") as record:
-                record |= compare_speed(prefix, stage, work, results_dir)
+                record |= compare_speed(prefix, plan, stage, work, results_dir)
     except Exception:  # every step's outcome goes in the report, the failing one's too
         import traceback  # noqa: PLC0415
 

@@ -35,6 +35,9 @@ import time
 from pathlib import Path
 
 BERT_SEQUENCE = 128
+# the most one model at one batch size may take, process start and session creation included (a case takes
+# seconds on the GPU machine; the pipeline stops a side's whole measurement at 600 s)
+CASE_SECONDS = 60
 IMAGE = 224
 
 
@@ -73,6 +76,9 @@ def export(folder: Path) -> list[Path]:
         half = folder / f"{name}-fp16.onnx"
         onnx.save(convert_float_to_float16(onnx.load(str(path)), keep_io_types=False), str(half))
         written += [path, half]
+    import onnxruntime  # noqa: PLC0415
+
+    print(f"torch {torch.__version__}, fp16 by onnxruntime {onnxruntime.__version__}'s converter", flush=True)
     for path in written:
         print(f"exported {path} ({path.stat().st_size} bytes)", flush=True)
     return written
@@ -119,7 +125,7 @@ def one(model: Path, batch: int, ep: str, warmup: int, runs: int, preload: bool)
         session.run(None, inputs)
         times.append((time.perf_counter() - started) * 1000)
     times.sort()
-    return {"core": ort.__version__, "providers": session.get_providers(), "nodes": nodes,
+    return {"core": ort.__version__, "preloaded": preload, "providers": session.get_providers(), "nodes": nodes,
             "create_s": round(created, 3), "median_ms": round(statistics.median(times), 3),
             "p90_ms": round(times[math.ceil(0.9 * len(times)) - 1], 3), "runs": runs, "warmup": warmup}
 
@@ -162,7 +168,12 @@ def measure(args: argparse.Namespace) -> int:
                        str(int(args.preload))]
             child = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             memory = PeakMemory(child.pid)
-            out, err = child.communicate(timeout=1800)
+            try:
+                out, err = child.communicate(timeout=CASE_SECONDS)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                out, err = child.communicate()
+                err += f"\n(stopped after {CASE_SECONDS} s)"
             case = {"model": model.stem, "batch": batch, "peak_gpu_mib": memory.done()}
             if child.returncode == 0:
                 case |= json.loads(out.strip().splitlines()[-1])

@@ -56,3 +56,6 @@ pytest_timeout_cancel_timer  # noqa: B018
 
 # rattler-build calls the methods of a progress callback (scripts/device/package.py's Said).
 on_build_step  # noqa: B018
+
+# torch calls a module's `forward` when the module is called (scripts/device/speed.py's Encoder).
+forward  # noqa: B018

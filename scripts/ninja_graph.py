@@ -8,8 +8,11 @@ import subprocess
 from pathlib import Path
 
 
-def ninja(build: Path, *args: str) -> str:
-    return subprocess.run(["ninja", "-C", str(build), *args], check=True, capture_output=True, text=True).stdout
+def ninja(build: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """ninja's answer, from the ninja on env's PATH (the build's own: Debian 12's ninja 1.11 leaves protoc's
+    outputs out of `-t inputs`, 1.13 lists them); this process's PATH without env."""
+    return subprocess.run(["ninja", "-C", str(build), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout
 
 
 def target_compiles(build: Path, targets: list[str]) -> tuple[list[str], list[dict[str, str]]]:
@@ -26,3 +29,18 @@ def order_deps(build: Path, output: str) -> list[str]:
     query = ninja(build, "-t", "query", output)
     inputs = query.split("input:", 1)[1].split("outputs:", 1)[0].splitlines()[1:]
     return [line.strip().lstrip("|").strip() for line in inputs if line.strip().startswith("|")]
+
+
+def generating_commands(build: Path, outputs: list[str], env: dict[str, str]) -> list[str]:
+    """The commands of the custom steps (code generators such as protoc's) that `outputs` need, in build
+    order: without the compiles and archives ninja would run first as well, for the libraries that CMake
+    makes the generators' targets wait on (protobuf-lite's, for ONNX's generated sources)."""
+    custom = {line.rsplit(": ", 1)[0] for line in ninja(build, "-t", "targets", "all", env=env).splitlines()
+              if line.endswith(": CUSTOM_COMMAND")}
+    needed = [path for path in ninja(build, "-t", "inputs", *outputs, env=env).splitlines() if path in custom]
+    if not needed:
+        return []
+    # -s: each output's own command, not the chain before it
+    wanted = set(ninja(build, "-t", "commands", "-s", *needed, env=env).splitlines())
+    return [command for command in dict.fromkeys(ninja(build, "-t", "commands", *outputs, env=env).splitlines())
+            if command in wanted]

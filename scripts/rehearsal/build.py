@@ -18,11 +18,12 @@ import shlex
 import shutil
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ninja_graph import order_deps, target_compiles
+from ninja_graph import generating_commands, target_compiles
 from rehearsal import RehearsalError
 from rehearsal.prefixes import BUILD_PLATFORM, Prefixes, lay_out, tool_python
 from rehearsal.sources import Sources
@@ -259,48 +260,38 @@ def _one_architecture(command: str, architecture: str = "") -> list[str]:
 
 def compile_sample(build: Path, sample: list[Sampled], compiles: list[dict[str, str]], log: Path,
                    env: dict[str, str]) -> None:
-    """Host objects by ninja itself, all at once; each .cu by its own nvcc command at one architecture. In
-    the build script's environment: nvcc takes its host compiler from the activation's NVCC_PREPEND_FLAGS."""
+    """The code generators the sample needs (generating_commands: not the libraries ninja would build
+    before them, which none of the sample's objects needs to compile), then each object by its own compile
+    command, a .cu at one architecture, as many at once as there are CPUs. In the build script's
+    environment: nvcc takes its host compiler from the activation's NVCC_PREPEND_FLAGS."""
     by_output = {e["output"]: e for e in compiles}
     with log.open("a") as out:
-        host = [item for item in sample if not item.source.endswith(".cu")]
-        if host:
-            start = time.monotonic()
-            done = subprocess.run(["ninja", "-C", str(build), "-k", "0", *(i.object for i in host)],
-                                  capture_output=True, text=True, env=env)
-            out.write(done.stdout + done.stderr)
-            seconds = round(time.monotonic() - start, 1)
-            for item in host:
-                failed = f"FAILED: {item.object}" in done.stdout
-                item.ok, item.seconds = (build / item.object).exists() and not failed, seconds
-                if not item.ok:
-                    after = done.stdout.split(f"FAILED: {item.object}", 1)[-1] if failed else done.stdout
-                    errors = [line for line in after.splitlines() if "error" in line]
-                    item.error = errors[0] if errors else f"not built: ninja exit {done.returncode}"
-        for item in sample:
-            if item in host:
-                continue
-            start = time.monotonic()
-            entry = by_output[item.object]
-            deps = order_deps(build, item.object)
-            first = subprocess.run(["ninja", "-C", str(build), *deps], stdout=out, stderr=subprocess.STDOUT,
-                                   env=env) if deps else None
-            if first is not None and first.returncode != 0:
-                item.error = f"its prerequisites failed to build (see {log.name})"
-            else:
-                try:
-                    command = _one_architecture(entry["command"], item.architecture)
-                except RehearsalError as error:
-                    item.error = str(error)
-                    continue
-                out.write(f"\n$ {shlex.join(command)}\n")
-                out.flush()
-                done = subprocess.run(command, cwd=entry["directory"], capture_output=True, text=True, env=env)
-                out.write(done.stdout + done.stderr)
-                item.ok = done.returncode == 0
-                errors = [line for line in (done.stdout + done.stderr).splitlines() if "error" in line]
-                item.error = "" if item.ok else (errors[0] if errors else f"exit {done.returncode}")
-            item.seconds = round(time.monotonic() - start, 1)
+        for command in generating_commands(build, [item.object for item in sample], env):
+            out.write(f"\n$ {command}\n")
+            out.flush()
+            if subprocess.run(command, shell=True, cwd=build, stdout=out, stderr=subprocess.STDOUT, env=env).returncode:
+                for item in sample:
+                    item.error = f"a code generator it needs failed (see {log.name})"
+                return
+
+    def compile_one(item: Sampled) -> str:
+        start, entry = time.monotonic(), by_output[item.object]
+        try:
+            command = (_one_architecture(entry["command"], item.architecture) if item.source.endswith(".cu")
+                       else shlex.split(entry["command"]))
+        except RehearsalError as error:
+            item.error = str(error)
+            return ""
+        done = subprocess.run(command, cwd=entry["directory"], capture_output=True, text=True, env=env)
+        item.ok, item.seconds = done.returncode == 0, round(time.monotonic() - start, 1)
+        errors = [line for line in (done.stdout + done.stderr).splitlines() if "error" in line]
+        item.error = "" if item.ok else (errors[0] if errors else f"exit {done.returncode}")
+        return f"\n$ {shlex.join(command)}\n{done.stdout}{done.stderr}"
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        said = list(pool.map(compile_one, sample))
+    with log.open("a") as out:
+        out.write("".join(said))
 
 
 # the most objects and static libraries a link of the sample may need: the graph's smallest shared library

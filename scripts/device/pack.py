@@ -206,6 +206,12 @@ def missing(upstream: Path, version: str) -> str | None:
     return f"{', '.join(absent)}: missing; the GPU run needs ONNX Runtime's source and mirror there" if absent else None
 
 
+def _download(requirement: str, folder: Path) -> None:
+    """One wheel for the machine's Python and platform (WHEEL_TAGS), without its dependencies, into folder."""
+    _run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
+          "--only-binary=:all:", *WHEEL_TAGS, "-d", str(folder), requirement], folder.parent)
+
+
 def pieces(path: Path, folder: Path, limit: int) -> dict[str, Path]:
     """A file larger than one call carries, cut into pieces of at most `limit` bytes, by their names in a
     bundle (`<folder>/<file>.part-NNN`); package.py's `joined` puts them together."""
@@ -232,8 +238,7 @@ def gather(upstream: Path | None, plan: dict, scratch: Path) -> tuple[dict[str, 
                   for p in sorted((upstream / "mirror").rglob("*")) if p.is_file()}
     else:
         compared = scratch / "compared"
-        _run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
-              "--only-binary=:all:", *WHEEL_TAGS, "-d", str(compared), plan["compare"]], scratch)
+        _download(plan["compare"], compared)
         (wheel,) = compared.glob("*.whl")
         # package.py checks the pieces it puts together against this
         plan["compare_sha256"] = hashlib.sha256(wheel.read_bytes()).hexdigest()
@@ -245,8 +250,7 @@ def gather(upstream: Path | None, plan: dict, scratch: Path) -> tuple[dict[str, 
     wheels = scratch / "wheels"
     cores = [f"onnxruntime=={version}" for version in plan.get("cores", {}).values()]
     for requirement in [*cores, *TOOLS]:  # one at a time: pip refuses two versions of one project
-        _run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
-              "--only-binary=:all:", *WHEEL_TAGS, "-d", str(wheels), requirement], scratch)
+        _download(requirement, wheels)
     # the stand-in channel is made before the build, of these too
     return build | {f"wheels/{p.name}": p for p in sorted(wheels.glob("*.whl"))}, {}
 

@@ -490,17 +490,19 @@ def compare_speed(prefix: Path, plan: dict, stage: Path, work: Path, results_dir
              "speed-compared": ["--python", sys.executable, "--path", str(site), "--preload",
                                 "--label", wheel.name.split("-")[0].replace("_", "-")]}
     runs = {"speed-export": run_in(prefix, [*speed, "export", str(models)], results_dir / "speed-export.log")}
-    files: dict[str, list[str]] = {name: [] for name in sides}
-    # the sides in alternation, ABBAAB: a drift of the GPU's or the host's state over the minutes weighs on both
-    for number in range(1, SPEED_ROUNDS + 1) if not runs["speed-export"] else ():
-        for name, side in (sides.items() if number % 2 else reversed(sides.items())):
-            files[name].append(str(results_dir / f"{name}-{number}.json"))
-            runs[f"{name}-{number}"] = run_in(prefix, [*speed, "measure", *side, "--models", str(models),
-                                                       "--out", files[name][-1]], results_dir / f"{name}-{number}.log")
-    # a case that failed in a round shows in the table as that round's error; a round that wrote nothing does not
-    if all(Path(f).exists() for f in (*files["speed-plugin"], *files["speed-compared"])) and not runs["speed-export"]:
-        runs["speed-table"] = run_in(prefix, [*speed, "table", "--plugin", *files["speed-plugin"],
-                                              "--other", *files["speed-compared"]], results_dir / "speed.md")
+    if not runs["speed-export"]:
+        files: dict[str, list[str]] = {name: [] for name in sides}
+        # the sides in alternation, ABBAAB: a drift of the GPU's or the host's state over the minutes weighs on both
+        for number in range(1, SPEED_ROUNDS + 1):
+            for name, side in (sides.items() if number % 2 else reversed(sides.items())):
+                files[name].append(str(results_dir / f"{name}-{number}.json"))
+                runs[f"{name}-{number}"] = run_in(prefix, [*speed, "measure", *side, "--models", str(models),
+                                                           "--out", files[name][-1]],
+                                                  results_dir / f"{name}-{number}.log")
+        # a case that failed in a round shows in the table as that round's error; a round that wrote nothing does not
+        if all(Path(f).exists() for f in (*files["speed-plugin"], *files["speed-compared"])):
+            runs["speed-table"] = run_in(prefix, [*speed, "table", "--plugin", *files["speed-plugin"],
+                                                  "--other", *files["speed-compared"]], results_dir / "speed.md")
     table = (results_dir / "speed.md").read_text() if runs.get("speed-table") == 0 else ""
     return {"runs": runs, "table": table, "ok": not any(runs.values()) and "speed-table" in runs,
             "logs": {name: (results_dir / f"{name}.log").read_text(errors="replace")[-3000:]

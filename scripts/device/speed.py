@@ -47,6 +47,7 @@ def export(folder: Path) -> list[Path]:
     operators that have no fp16 kernel), as fp16 ONNX models are usually made. torch's fp16 export is not
     used: its BERT binds LayerNormalization to float and float16 at once, which no core loads."""
     import onnx  # noqa: PLC0415
+    import onnxruntime  # noqa: PLC0415
     import torch  # noqa: PLC0415
     import torchvision  # noqa: PLC0415
     from onnxruntime.transformers.float16 import convert_float_to_float16  # noqa: PLC0415
@@ -76,8 +77,6 @@ def export(folder: Path) -> list[Path]:
         half = folder / f"{name}-fp16.onnx"
         onnx.save(convert_float_to_float16(onnx.load(str(path)), keep_io_types=False), str(half))
         written += [path, half]
-    import onnxruntime  # noqa: PLC0415
-
     print(f"torch {torch.__version__}, fp16 by onnxruntime {onnxruntime.__version__}'s converter", flush=True)
     for path in written:
         print(f"exported {path} ({path.stat().st_size} bytes)", flush=True)

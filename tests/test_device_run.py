@@ -192,15 +192,15 @@ def test_a_file_larger_than_one_transfer_is_refused_by_name(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("purpose, overrides", [("package", pack.DEVICE_OVERRIDES),
-                                                ("speed-plugin", pack.SPEED_PLUGIN_OVERRIDES)])
+                                                ("speed", pack.SPEED_PLUGIN_OVERRIDES)])
 def test_the_device_copy_of_the_recipe_carries_each_override_and_renders_for_the_machines_cuda(
         tmp_path: Path, purpose: str, overrides: dict) -> None:
     """package.py builds from a copy of the recipe with the plan's overrides put in: rattler-build renders the
     plugin from it for the machine's CUDA (13.0, which the committed recipe skips), with each override in
     place, the source from the machine's tree, and each CMake override in the toolchain file its env names.
-    The speed comparison's plugin is planned as a plugin package, with its own overrides."""
+    The speed comparison builds the plugin with its own overrides."""
     plan = pack.build_plan(REPO, purpose) | {"device_cuda": "13.0"}
-    assert plan["purpose"] == "package" and plan["overrides"] == overrides
+    assert plan["purpose"] == purpose and plan["overrides"] == overrides
     src, mirror = tmp_path / "src", tmp_path / "mirror"
     recipe_dir, diff = package.device_recipe(plan, tmp_path, src, mirror, configure_only=False)
     job = newest_cuda_job_file(REPO, "linux-64")

@@ -66,7 +66,7 @@ def test_each_model_runs_at_each_batch_in_its_own_core_and_the_table_gives_the_r
         for case in result["cases"]:
             assert case["core"] == expected_core[label]
             assert case["preloaded"] == (label == "newest")
-            assert case["nodes"] == {"CPUExecutionProvider": 2}
+            assert case["operators"] == {"CPUExecutionProvider": {"MatMul": 1, "Relu": 1}}
             assert 0 < case["median_ms"] <= case["p90_ms"] and case["create_s"] > 0
             assert case["peak_gpu_mib"] is None  # no nvidia-smi here
     table = subprocess.run([sys.executable, str(SPEED), "table", "--plugin", str(tmp_path / "floor.json"),
@@ -76,6 +76,7 @@ def test_each_model_runs_at_each_batch_in_its_own_core_and_the_table_gives_the_r
         assert f"| tiny | {floor['batch']} | {floor['median_ms']} / {floor['p90_ms']} | " \
                f"{newest['median_ms']} / {newest['p90_ms']} | {ratio} |" in table, table
         assert "| 2 of 2 / 2 of 2 |" in table
+    assert "- tiny: MatMul ×1, Relu ×1; newest: the same at every batch size" in table, table
 
 
 def test_an_ep_the_core_lacks_fails_the_measurement_and_says_why(cores: dict[str, Path], tmp_path: Path) -> None:
@@ -127,3 +128,21 @@ def test_merging_rounds_keeps_a_failed_round_and_the_largest_peak(tmp_path: Path
     one, eight = speed.merged(rounds)["cases"]
     assert (one["median_ms"], one["p90_ms"], one["peak_gpu_mib"], one["rounds"]) == (2.0, 4.0, 700, 3)
     assert eight["error"] == "exit 1: out of memory" and "median_ms" not in eight
+
+
+def test_the_table_says_when_the_other_build_ran_other_operators_on_the_ep() -> None:
+    """A side whose optimized graph differs (another fusion, say) is named, model by model."""
+    sys.path.insert(0, str(SPEED.parent))
+    import speed  # noqa: PLC0415
+
+    def result(label: str, operators: list[dict]) -> dict:
+        return {"label": label, "ep": "E", "cases": [
+            {"model": "m", "batch": batch, "median_ms": 1.0, "p90_ms": 1.0, "create_s": 0.1, "peak_gpu_mib": None,
+             "operators": {"E": ops, "CPUExecutionProvider": {"Shape": 2}}} for batch, ops in zip((1, 8), operators)]}
+
+    fused = {"com.microsoft:SkipLayerNormalization": 2, "MatMul": 4}
+    plugin = result("plugin", [fused, fused])
+    table = speed.table(plugin, result("other", [fused, {"Add": 2, "LayerNormalization": 2, "MatMul": 4}]))
+    assert "- m: MatMul ×4, com.microsoft:SkipLayerNormalization ×2; other: not the same at every batch size" in table
+    assert "| 6 of 8 / 6 of 8 |" in table and "| 6 of 8 / 8 of 10 |" in table, table
+    assert "other: the same at every batch size" in speed.table(plugin, result("other", [fused, fused]))

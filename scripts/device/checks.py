@@ -131,7 +131,7 @@ def _command(*args: str) -> str:
 
 def report(top: Path) -> int:
     results, plan = top / "results", json.loads((top / "stage" / "plan.json").read_text())
-    # a CPU run builds the plan's outputs, a speed run none
+    # the outputs the plan builds (the plugin when it names none; none: it installs earlier runs' packages)
     built = ", ".join(plan.get("outputs", ["onnxruntime-ep-cuda"])) or "nothing built"
     lines = [f"# GPU run ({plan.get('purpose', 'package')}): {built}, {plan['version']}, linux-64 (CUDA job {plan['cuda']})", "",
              f"- machine: {_command('nvidia-smi', '-L')}; {_command('nproc')} cores",

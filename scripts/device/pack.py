@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Lay out what a run on the GPU machine needs, in bundles that each fit one call's transfer.
 
-    python3 scripts/device/pack.py [--mirror DIR] [--dest DIR] [--cost | --cpu | --speed-plugin] [--package PLUGIN]
-    python3 scripts/device/pack.py --speed --package PLUGIN --core ONNXRUNTIME [--dest DIR]
+    python3 scripts/device/pack.py [--mirror DIR] [--dest DIR] [--cost | --cpu] [--package PLUGIN]
+    python3 scripts/device/pack.py --speed --core ONNXRUNTIME [--mirror DIR] [--dest DIR] [--package PLUGIN]
 
 The GPU machine has no network, and one call carries at most 64 MiB: the checkout plus the folders
 named in `carry`. The sources, from a mirror folder laid out as scripts/rehearsal/sources.py describes
@@ -15,9 +15,9 @@ the GPU machine reads it. README.md ("Building the plugin package on a GPU") giv
 architecture list and floor those of the newest CUDA job (`cost_overrides`). With --cpu it plans the
 CPU packages instead (`onnxruntime-cpp`, and `onnxruntime` for the machine's Python), and with --package
 a user's environment of them and that plugin package after they are built (README.md, "The CPU packages
-on the GPU machine"). --speed-plugin plans the plugin package for the speed comparison, with SASS for
-the machine's GPU (`SPEED_PLUGIN_OVERRIDES`), and --speed the comparison itself: the user's environment of
-the plugin PLUGIN and the onnxruntime package ONNXRUNTIME that earlier runs built, measured against
+on the GPU machine"). With --speed it plans the speed comparison: the plugin built with SASS for the
+machine's GPU (`SPEED_PLUGIN_OVERRIDES`; with --package, that earlier run's plugin instead), in a user's
+environment with the onnxruntime package an earlier run built (--core), measured against
 onnxruntime-gpu's wheel of the same version, which travels in pieces (README.md, "How fast the plugin
 is").
 Exit 0 when the bundles are written, 2 when an input is missing.
@@ -128,8 +128,8 @@ CPU_OVERRIDES = {
 }
 CPU_OUTPUTS = ["onnxruntime-cpp", "onnxruntime"]
 
-# The plugin whose speed is compared (--speed-plugin): the recipe's settings for the kernels the compared
-# models run, with the machine's own GPU in the list, each difference with its reason
+# The plugin whose speed is compared (--speed): the recipe's settings for the kernels the compared models
+# run, with the machine's own GPU in the list, each difference with its reason
 SPEED_PLUGIN_OVERRIDES = {
     "context": [
         ["cuda_architectures", "90-real",
@@ -139,12 +139,17 @@ SPEED_PLUGIN_OVERRIDES = {
     ],
     "env": DEVICE_OVERRIDES["env"],
     "cmake": [
+        ["onnxruntime_QUICK_BUILD", "ON",
+         "flash attention for head size 128 alone and fewer MoE GEMM tile shapes (upstream's developer switch): "
+         "kernels of attention and MoE operators, which no compared model has (speed.py records the operators "
+         "each EP ran)"],
         ["onnxruntime_USE_FPA_INTB_GEMM", "OFF",
          "kernels for weight-only quantized MatMuls, which no compared model has; with SM 90 in the list their 16 "
          "SM90 launchers would compile 2 at a time (SM90_TMA_JOBS)"],
         ["onnxruntime_USE_FP8_KV_CACHE", "OFF", "FP8 KV-cache variants of the XQA kernels, which no compared model uses"],
     ],
 }
+PLUGIN = "onnxruntime-ep-cuda"
 # The speed comparison (--speed): what it measures the plugin against, at the recipe's version
 COMPARED = "onnxruntime-gpu"
 
@@ -172,26 +177,23 @@ def build_plan(feedstock: Path, purpose: str = "package") -> dict:
     """What the run builds, for the newest linux-64 CUDA job. `package`: the plugin as rattler-build evaluates
     it, with the device overrides, and the cores to test it with; `cost` (scripts/buildcost.py): the same
     with the recipe's own settings; `cpu`: the CPU packages of the CPU job, whose user's environment takes
-    its CUDA libraries from that job's stand-ins."""
+    its CUDA libraries from that job's stand-ins; `speed`: the plugin with the speed overrides, untested (the
+    package run tests the plugin), and the wheel it is compared with."""
     cuda = newest_cuda(load_jobs(feedstock), "linux-64")
     try:
-        recipe, _ = evaluate(feedstock, "onnxruntime-ep-cuda", cuda, None)
+        recipe, _ = evaluate(feedstock, PLUGIN, cuda, None)
     except RehearsalError as error:
         raise PackError(str(error)) from None
     version = recipe["package"]["version"]
-    # a plugin for the speed comparison is built and tested as any plugin package is
-    plan = {"version": version, "cuda": cuda, "purpose": "package" if purpose == "speed-plugin" else purpose}
+    plan = {"version": version, "cuda": cuda, "purpose": purpose}
     if purpose == "cpu":
         return plan | {"outputs": CPU_OUTPUTS, "overrides": CPU_OVERRIDES}
+    plan["script_env"] = recipe["build"]["script"]["env"]
     if purpose == "speed":
-        # nothing is built: the packages of earlier runs are installed and measured
-        return plan | {"outputs": [], "overrides": {"context": [], "env": [], "cmake": []},
-                       "compare": f"{COMPARED}=={version}"}
-    overrides = {"cost": cost_overrides(recipe), "speed-plugin": SPEED_PLUGIN_OVERRIDES}.get(purpose, DEVICE_OVERRIDES)
+        return plan | {"outputs": [PLUGIN], "overrides": SPEED_PLUGIN_OVERRIDES, "compare": f"{COMPARED}=={version}"}
     return plan | {
-        "script_env": recipe["build"]["script"]["env"],
         "cores": {"floor": recipe["build"]["script"]["env"]["ORT_MIN_CORE_VERSION"], "newest": NEWEST_CORE},
-        "overrides": overrides,
+        "overrides": cost_overrides(recipe) if purpose == "cost" else DEVICE_OVERRIDES,
     }
 
 
@@ -225,10 +227,18 @@ def pieces(path: Path, folder: Path, limit: int) -> dict[str, Path]:
     return made
 
 
+def builds(plan: dict) -> bool:
+    """Whether the run builds anything (a plan whose `outputs` are empty installs earlier runs' packages)."""
+    return plan.get("outputs") != []
+
+
 def gather(upstream: Path | None, plan: dict, scratch: Path) -> tuple[dict[str, Path], dict[str, Path]]:
     """Build inputs and test inputs, each by its path inside a bundle."""
-    build = {}
-    if plan["purpose"] != "speed":
+    build: dict[str, Path] = {}
+    tests: dict[str, Path] = {}
+    if builds(plan):
+        if upstream is None:
+            raise PackError("no mirror folder: name one with --mirror or ORT_SOURCE_MIRROR")
         if reason := missing(upstream, plan["version"]):
             raise PackError(reason)
         tarball, trees, _ = sources(upstream, plan["version"])
@@ -236,13 +246,14 @@ def gather(upstream: Path | None, plan: dict, scratch: Path) -> tuple[dict[str, 
         build = {f"sources/{p.name}": p for p in (tarball, *([] if plan["purpose"] == "cpu" else [trees]))}
         build |= {f"mirror/{p.relative_to(upstream / 'mirror')}": p
                   for p in sorted((upstream / "mirror").rglob("*")) if p.is_file()}
-    else:
+    if "compare" in plan:
         compared = scratch / "compared"
         _download(plan["compare"], compared)
         (wheel,) = compared.glob("*.whl")
         # package.py checks the pieces it puts together against this
         plan["compare_sha256"] = hashlib.sha256(wheel.read_bytes()).hexdigest()
-        build |= pieces(wheel, scratch / "compare", BUNDLE_LIMIT - PLAN_ALLOWANCE)
+        # needed once the plugin is built: staged while it builds
+        tests |= pieces(wheel, scratch / "compare", BUNDLE_LIMIT - PLAN_ALLOWANCE)
     debs = scratch / "debs"
     debs.mkdir()
     _run(["apt-get", "download", *DEBIAN_PACKAGES], debs)
@@ -252,7 +263,7 @@ def gather(upstream: Path | None, plan: dict, scratch: Path) -> tuple[dict[str, 
     for requirement in [*cores, *TOOLS]:  # one at a time: pip refuses two versions of one project
         _download(requirement, wheels)
     # the stand-in channel is made before the build, of these too
-    return build | {f"wheels/{p.name}": p for p in sorted(wheels.glob("*.whl"))}, {}
+    return build | {f"wheels/{p.name}": p for p in sorted(wheels.glob("*.whl"))}, tests
 
 
 def bundles(build: dict[str, Path], tests: dict[str, Path], limit: int) -> list[dict[str, Path]]:
@@ -312,38 +323,30 @@ def main(argv: list[str]) -> int:
                          help="a cost run: the recipe's own settings, a sample of nvcc units compiled, no tests")
     purpose.add_argument("--cpu", action="store_const", dest="purpose", const="cpu",
                          help="the CPU packages, built and tested")
-    purpose.add_argument("--speed-plugin", action="store_const", dest="purpose", const="speed-plugin",
-                         help="the plugin package for the speed comparison: SASS for the machine's GPU")
     purpose.add_argument("--speed", action="store_const", dest="purpose", const="speed",
-                         help=f"the speed comparison of --package in --core's environment with {COMPARED}")
+                         help=f"the speed comparison: the plugin (built, or --package) in --core's environment against "
+                              f"{COMPARED}")
     args = parser.parse_args(argv)
-    if args.purpose == "speed" and (args.package is None or args.core is None):
-        parser.error("--speed measures packages earlier runs built: name them with --package and --core")
-    if args.core is not None and args.purpose != "speed":
-        parser.error("--core names the onnxruntime package a speed run measures: it goes with --speed")
+    if (args.core is not None) != (args.purpose == "speed"):
+        parser.error("--speed measures the plugin in the environment of an onnxruntime package an earlier run built: "
+                     "name it with --core")
     try:
         plan = build_plan(bootstrap.REPO, args.purpose)
-        # a speed run builds nothing, so it takes no sources
-        if args.mirror is None and args.purpose != "speed":
-            raise PackError("no mirror folder: name one with --mirror or ORT_SOURCE_MIRROR")
+        if args.package is not None and args.purpose != "cpu":
+            plan["outputs"] = []  # the earlier run's plugin is tested or measured instead of built
         with tempfile.TemporaryDirectory() as scratch:
             build, tests = gather(args.mirror and args.mirror.resolve(), plan, Path(scratch))
-            if args.core is not None:
-                if not args.core.is_file():
-                    raise PackError(f"{args.core}: no such package")
-                plan["core"] = f"packages/{args.core.name}"
-                build[plan["core"]] = args.core
-            if args.package is not None:
-                if not args.package.is_file():
-                    raise PackError(f"{args.package}: no such package")
-                plan["package"] = f"packages/{args.package.name}"
-                if args.purpose == "cpu":
-                    # needed once the CPU packages are built: it may come last
-                    tests[plan["package"]] = args.package
-                else:
-                    # nothing is built: ORT's sources stay here
-                    build = {name: path for name, path in build.items() if not name.startswith(("sources/", "mirror/"))}
-                    build[plan["package"]] = args.package
+            # needed once the run's packages are built: they may come last
+            for key, given in (("core", args.core), ("package", args.package)):
+                if given is None:
+                    continue
+                if not given.is_file():
+                    raise PackError(f"{given}: no such package")
+                plan[key] = f"packages/{given.name}"
+                tests[plan[key]] = given
+            if not builds(plan):
+                # nothing is built: what the run installs is needed at its start
+                build, tests = build | tests, {}
             packed = bundles(build, tests, BUNDLE_LIMIT - PLAN_ALLOWANCE)
             write(args.dest.resolve(), packed, plan, build)
     except PackError as error:

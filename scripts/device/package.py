@@ -4,8 +4,8 @@
     python3 package.py --stage STAGE --work WORK [--toolkit DIR] [--configure-only] [--package PLUGIN]
 
 Run on the GPU machine by run.sh, from the bundles pack.py wrote (STAGE: their contents). plan.json's
-`purpose` says what is built: the plugin (`package`, `cost`), the CPU packages (`cpu`: its `outputs`) or
-nothing (`speed`).
+`purpose` says what is built: the plugin (`package`, `cost`, `speed`) or the CPU packages (`cpu`: its
+`outputs`); a plan whose `outputs` are empty builds nothing and takes the plugin PLUGIN instead.
 In order:
 
 1. The stand-in channel (scripts/rehearsal/channel.py), built by rattler-build from standins.yaml for
@@ -27,10 +27,11 @@ In order:
      `providers=["CUDAExecutionProvider"]` runs the model on the GPU (user_check.py), and a C++ program
      built against onnxruntime-cpp's CMake package registers it from its manifest and runs it too
      (consumer/);
-   - speed, with PLUGIN and plan.json's `core` (this feedstock's onnxruntime) from earlier runs, nothing
-     built: `onnxruntime onnxruntime-ep-cuda onnx`, user_check.py as above, then speed.py's models measured
-     in that environment and with the compared wheel (plan.json's `compare`, carried in pieces) beside the
-     machine's Python, and the table of the two.
+   - speed, with the plugin built here (its tests are the package run's: it differs from that plugin in its
+     GPU code alone) or PLUGIN, and plan.json's `core` (this feedstock's onnxruntime) from an earlier run:
+     `onnxruntime onnxruntime-ep-cuda onnx`, user_check.py as above, then speed.py's models measured in that
+     environment and with the compared wheel (plan.json's `compare`, carried in pieces) beside the machine's
+     Python, and the table of the two.
 
 WORK/results/package.json and package.md say what each step did. With --configure-only (a dry run on a
 machine without a GPU) the build script stops at its build step (REHEARSAL_TARGETS_FILE) and nothing
@@ -528,7 +529,7 @@ def main(argv: list[str]) -> int:
     plan = json.loads((stage / "plan.json").read_text())
     plan["device_cuda"] = toolkit_version(args.toolkit)
     purpose = plan["purpose"]
-    # the CPU packages' run and the speed run install packages earlier runs built (the plugin, --package)
+    # the CPU packages' run and the speed run install packages earlier runs built (--package, plan.json's core)
     cpu_packages, speed = purpose == "cpu", purpose == "speed"
     from_earlier = cpu_packages or speed
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -546,8 +547,10 @@ def main(argv: list[str]) -> int:
             cuda_overrides = {"cuda_compiler_version": plan["device_cuda"], "python": f"{python}.* *_cpython"}
             jobs = {newest_cuda_job_file(REPO, "linux-64"): cuda_overrides}
             if from_earlier:
-                # the CPU job's is the one built; the CUDA job's stand-ins are what the plugin installs with
-                jobs = {job_file(REPO, "linux-64", None): {"python": cuda_overrides["python"]}} | jobs
+                # the CPU job's stand-ins are what onnxruntime installs with, the CUDA job's what the plugin does;
+                # the first job is the one built
+                cpu_job = {job_file(REPO, "linux-64", None): {"python": cuda_overrides["python"]}}
+                jobs = cpu_job | jobs if cpu_packages else jobs | cpu_job
             job, variant_overrides = next(iter(jobs.items()))
             record["jobs"] = {path.name: overrides for path, overrides in jobs.items()}
             # the cores the plugin's tests load, which the CPU packages' run replaces with its own onnxruntime
@@ -558,28 +561,28 @@ def main(argv: list[str]) -> int:
             roots = machine_roots(stage, work, args.toolkit)
             built = build_channel(chosen, channel, roots)
             record["packages"] = {p.name: p.stat().st_size for p in built}
-        if speed:
-            packages = []  # nothing is built: the earlier runs' packages are tested where they were built
-        elif args.package is not None and not cpu_packages:
+        if plan.get("outputs") != []:
+            packages = build_outputs(plan, stage, work, job, variant_overrides, channel, output, results, results_dir,
+                                     args.configure_only)
+        elif speed:
+            packages = []  # the earlier run's plugin is installed below
+        else:
             # an earlier run's plugin, in a channel of its own, tested and installed instead of built
             local_channel([args.package], output)
             packages = [output / "linux-64" / args.package.name]
             results["packages"] = [conda_facts(packages[0])]
-        else:
-            packages = build_outputs(plan, stage, work, job, variant_overrides, channel, output, results, results_dir,
-                                     args.configure_only)
         if args.configure_only:
             return 0
-        for package in packages:
+        for package in [] if speed else packages:  # a speed run's plugin is tested by the package run
             run_tests(package, [output.as_uri(), channel.as_uri()], results)
         if cpu_packages and args.package is None:
             return 0 if all(s.get("ok") for s in results["steps"].values()) else 1
         with Step(results, "install") as record:
-            # what this run built (a speed run: nothing), what earlier runs built, the stand-ins
-            channels = [*([] if speed else [output.as_uri()]), channel.as_uri()]
+            # what this run built, what earlier runs built, the stand-ins
+            channels = [*([output.as_uri()] if packages else []), channel.as_uri()]
             specs = ["onnxruntime", PLUGIN, "onnx"]
             if from_earlier:
-                local_channel([args.package, *([stage / plan["core"]] if speed else [])], earlier)
+                local_channel([stage / plan[key] for key in ("package", "core") if key in plan], earlier)
                 channels.insert(-1, earlier.as_uri())
             if cpu_packages:
                 specs.append("onnxruntime-cpp")

@@ -12,12 +12,12 @@
 batch size in a fresh process of the interpreter PY (with `--path` put on its PYTHONPATH, for a wheel
 unpacked beside the environment; `--preload`: that build loads the CUDA libraries of the interpreter's
 NVIDIA wheels first, with its `preload_dlls`, as onnxruntime-gpu's users do): the session's creation time, then WARMUP runs, then RUNS timed runs
-(median and p90), how many of the model's nodes each EP took, and the process's peak GPU memory as
-nvidia-smi reports it (none where there is no nvidia-smi). Both sides get the same session options: the
+(median and p90), the operators of the optimized graph's nodes each EP took (`domain:op_type`, with their
+count), and the process's peak GPU memory as nvidia-smi reports it (none where there is no nvidia-smi). Both sides get the same session options: the
 defaults, with `providers=[EP]` and the CPU EP's fallback left on, so that a node an EP does not take
 shows in its count instead of failing the session. `table` compares the plugin's result files with the other build's
 (each side's rounds merged: the median of each case's medians) and writes Markdown with the ratio of
-each median. Exit 0 when every run of `measure` succeeded.
+each median, then the operators each model ran on the plugin's EP. Exit 0 when every run of `measure` succeeded.
 """
 
 from __future__ import annotations
@@ -112,9 +112,12 @@ def one(model: Path, batch: int, ep: str, warmup: int, runs: int, preload: bool)
     if ep not in session.get_providers():
         # a core that lacks the EP runs the session on the CPU EP with no more than a warning
         sys.exit(f"{ep} is not among the session's providers {session.get_providers()}: this core has no such EP")
-    nodes: dict[str, int] = {}
+    operators: dict[str, dict[str, int]] = {}
     for assignment in session.get_provider_graph_assignment_info():
-        nodes[assignment.ep_name] = nodes.get(assignment.ep_name, 0) + len(assignment.get_nodes())
+        counts = operators.setdefault(assignment.ep_name, {})
+        for node in assignment.get_nodes():
+            name = f"{node.domain}:{node.op_type}" if node.domain else node.op_type
+            counts[name] = counts.get(name, 0) + 1
     inputs = feeds(session, batch)
     for _ in range(warmup):
         session.run(None, inputs)
@@ -124,7 +127,7 @@ def one(model: Path, batch: int, ep: str, warmup: int, runs: int, preload: bool)
         session.run(None, inputs)
         times.append((time.perf_counter() - started) * 1000)
     times.sort()
-    return {"core": ort.__version__, "preloaded": preload, "providers": session.get_providers(), "nodes": nodes,
+    return {"core": ort.__version__, "preloaded": preload, "providers": session.get_providers(), "operators": operators,
             "create_s": round(created, 3), "median_ms": round(statistics.median(times), 3),
             "p90_ms": round(times[math.ceil(0.9 * len(times)) - 1], 3), "runs": runs, "warmup": warmup}
 
@@ -207,15 +210,19 @@ def merged(rounds: list[dict]) -> dict:
 
 
 def table(plugin: dict, other: dict) -> str:
-    """Markdown: each case side by side, with the other build's median over the plugin's."""
+    """Markdown: each case side by side, with the other build's median over the plugin's; then, model by model,
+    the operators the plugin's EP ran, and whether the other build's EP ran the same."""
     rows = [f"| model | batch | {plugin['label']}: median / p90 ms | {other['label']}: median / p90 ms | "
             f"{other['label']} ÷ {plugin['label']} | session s | peak GPU MiB | nodes on {plugin['ep']} |",
             "|---|---|---|---|---|---|---|---|"]
     theirs = {(c["model"], c["batch"]): c for c in other["cases"]}
 
     def on_ep(case: dict) -> str:
-        return f"{case['nodes'].get(plugin['ep'], 0)} of {sum(case['nodes'].values())}"
+        return f"{sum(case['operators'].get(plugin['ep'], {}).values())} of " \
+               f"{sum(n for counts in case['operators'].values() for n in counts.values())}"
 
+    # each model's operators on the plugin's EP at its first batch size, and whether the other EP ran the same at each
+    ran: dict[str, tuple[dict[str, int], bool]] = {}
     for mine in plugin["cases"]:
         them = theirs.get((mine["model"], mine["batch"]), {})
         if "median_ms" not in mine or "median_ms" not in them:
@@ -226,6 +233,12 @@ def table(plugin: dict, other: dict) -> str:
                     f"{them['median_ms']} / {them['p90_ms']} | {them['median_ms'] / mine['median_ms']:.3f} | "
                     f"{mine['create_s']} / {them['create_s']} | {mine['peak_gpu_mib']} / {them['peak_gpu_mib']} | "
                     f"{on_ep(mine)} / {on_ep(them)} |")
+        mine_ran, them_ran = (case["operators"].get(plugin["ep"], {}) for case in (mine, them))
+        first, same = ran.get(mine["model"], (mine_ran, True))
+        ran[mine["model"]] = (first, same and mine_ran == them_ran)
+    rows += ["", f"The operators each model ran on {plugin['ep']}, with their count:", ""]
+    rows += [f"- {model}: {', '.join(f'{op} ×{n}' for op, n in sorted(ops.items()))}; {other['label']}: "
+             f"{'the same' if same else 'not the same'} at every batch size" for model, (ops, same) in ran.items()]
     return "\n".join(rows) + "\n"
 
 

@@ -146,3 +146,35 @@ def test_the_table_says_when_the_other_build_ran_other_operators_on_the_ep() -> 
     assert "- m: MatMul ×4, com.microsoft:SkipLayerNormalization ×2; other: not the same at every batch size" in table
     assert "| 6 of 8 / 6 of 8 |" in table and "| 6 of 8 / 8 of 10 |" in table, table
     assert "other: the same at every batch size" in speed.table(plugin, result("other", [fused, fused]))
+
+
+def test_the_chain_model_is_one_add_per_node_and_the_profiles_give_each_operators_time(
+        cores: dict[str, Path], tmp_path: Path) -> None:
+    """export's dispatch probe (CHAIN_NODES Adds), made with onnx alone, runs every Add on the EP; `measure
+    --profile` records each operator's mean node time from ONNX Runtime's profiler, and `table --profiles`
+    lists the two sides' times and what the difference comes to in one run."""
+    sys.path.insert(0, str(SPEED.parent))
+    import speed  # noqa: PLC0415
+
+    models = tmp_path / "models"
+    models.mkdir()
+    made = run(cores["newest"], "-c", f"import sys; sys.path.insert(0, {str(SPEED.parent)!r}); import speed; "
+                                      f"speed.chain(speed.Path(sys.argv[1]))", str(models / "chain.onnx"))
+    assert made.returncode == 0, made.stderr
+    assert run(cores["newest"], "-c", MODEL, str(models / "tiny.onnx")).returncode == 0
+    for label, python in cores.items():
+        done = measure(python, label, models, tmp_path / f"{label}.json", "--ep", "CPUExecutionProvider", "--batches", "1",
+                       "--profile")
+        assert done.returncode == 0, done.stdout + done.stderr
+    results = {label: {c["model"]: c for c in json.loads((tmp_path / f"{label}.json").read_text())["cases"]}
+               for label in cores}
+    for cases in results.values():
+        assert cases["chain"]["operators"] == {"CPUExecutionProvider": {"Add": speed.CHAIN_NODES}}
+        assert set(cases["chain"]["operator_us"]) == {"Add"} and cases["chain"]["operator_us"]["Add"] > 0
+        assert set(cases["tiny"]["operator_us"]) == {"MatMul", "Relu"}
+    table = subprocess.run([sys.executable, str(SPEED), "table", "--plugin", str(tmp_path / "floor.json"), "--other",
+                            str(tmp_path / "newest.json"), "--profiles", str(tmp_path / "floor.json"),
+                            str(tmp_path / "newest.json")], capture_output=True, text=True, check=True).stdout
+    mine, theirs = results["floor"]["chain"]["operator_us"]["Add"], results["newest"]["chain"]["operator_us"]["Add"]
+    assert f"| chain | 1 | Add | {speed.CHAIN_NODES} | {mine} | {theirs} | {(theirs - mine) * speed.CHAIN_NODES:.0f} |" \
+        in table, table

@@ -66,8 +66,12 @@ from rehearsal.channel import build_channel, standins  # noqa: E402
 from rehearsal.resolve import variant_file  # noqa: E402
 
 PLUGIN = "onnxruntime-ep-cuda"
-# how many times the speed run measures each side (the table takes each case's median over them)
-SPEED_ROUNDS = 3
+# how many times the speed run measures each side (the table takes each case's median over them): one
+# process's median of a launch-bound case differs from the next process's by up to a half
+# (docs/gpu-runs/2026-12-03-speed-sass.md)
+SPEED_ROUNDS = 5
+# the profiled runs of each side, at batch size 1 (a profile of more runs takes long to read)
+PROFILED = ["--batches", "1", "--runs", "200", "--profile"]
 HERE = Path(__file__).resolve().parent
 # the programs the compiler and binutils stand-ins carry, by their root's name: the machine's own
 PROGRAMS = {"gcc": "gcc", "gxx": "g++", "cpp": "cpp", "gcc_ar": "gcc-ar", "gcc_nm": "gcc-nm",
@@ -500,10 +504,18 @@ def compare_speed(prefix: Path, plan: dict, stage: Path, work: Path, results_dir
                 runs[f"{name}-{number}"] = run_in(prefix, [*speed, "measure", *side, "--models", str(models),
                                                            "--out", files[name][-1]],
                                                   results_dir / f"{name}-{number}.log")
+        # then each operator's time per node, from ONNX Runtime's profiler
+        for name, side in sides.items():
+            runs[f"{name}-profile"] = run_in(prefix, [*speed, "measure", *side, "--models", str(models), *PROFILED,
+                                                      "--out", str(results_dir / f"{name}-profile.json")],
+                                             results_dir / f"{name}-profile.log")
+        profiles = [str(results_dir / f"{name}-profile.json") for name in sides]
         # a case that failed in a round shows in the table as that round's error; a round that wrote nothing does not
         if all(Path(f).exists() for f in (*files["speed-plugin"], *files["speed-compared"])):
             runs["speed-table"] = run_in(prefix, [*speed, "table", "--plugin", *files["speed-plugin"],
-                                                  "--other", *files["speed-compared"]], results_dir / "speed.md")
+                                                  "--other", *files["speed-compared"],
+                                                  *(["--profiles", *profiles] if all(map(os.path.exists, profiles)) else [])],
+                                         results_dir / "speed.md")
     table = (results_dir / "speed.md").read_text() if runs.get("speed-table") == 0 else ""
     return {"runs": runs, "table": table, "ok": not any(runs.values()) and "speed-table" in runs,
             "logs": {name: (results_dir / f"{name}.log").read_text(errors="replace")[-3000:]

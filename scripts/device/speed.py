@@ -3,12 +3,14 @@
 
     python3 speed.py export DIR
     python3 speed.py measure --python PY --label LABEL --models DIR --out FILE [--path P] [--preload] [--ep EP]
-                             [--batches 1 8] [--warmup N] [--runs N]
-    python3 speed.py table --plugin FILE [FILE ...] --other FILE [FILE ...]
+                             [--batches 1 8] [--warmup N] [--runs N] [--profile]
+    python3 speed.py table --plugin FILE [FILE ...] --other FILE [FILE ...] [--profiles FILE FILE]
 
 `export` writes the models with the machine's torch and transformers: a BERT-style encoder
 (transformers' BertModel at bert-base's size, random weights, sequences of 128) and a ResNet-50
-(torchvision, random weights), each in fp32 and fp16, with a batch dimension left open. `measure` runs every model at each
+(torchvision, random weights), each in fp32 and fp16, with a batch dimension left open; and, with onnx
+alone, a chain of CHAIN_NODES Adds on 64 floats a row, whose time is the EP's cost of running a node
+rather than any kernel's. `measure` runs every model at each
 batch size in a fresh process of the interpreter PY (with `--path` put on its PYTHONPATH, for a wheel
 unpacked beside the environment; `--preload`: that build loads the CUDA libraries of the interpreter's
 NVIDIA wheels first, with its `preload_dlls`, as onnxruntime-gpu's users do): the session's creation time, then WARMUP runs, then RUNS timed runs
@@ -17,7 +19,10 @@ count), and the process's peak GPU memory as nvidia-smi reports it (none where t
 defaults, with `providers=[EP]` and the CPU EP's fallback left on, so that a node an EP does not take
 shows in its count instead of failing the session. `table` compares the plugin's result files with the other build's
 (each side's rounds merged: the median of each case's medians) and writes Markdown with the ratio of
-each median, then the operators each model ran on the plugin's EP. Exit 0 when every run of `measure` succeeded.
+each median, then the operators each model ran on the plugin's EP. `measure --profile` also records, from
+ONNX Runtime's own profiler, the mean time of each operator's nodes on the EP over the timed runs (the
+profiler's own cost included, so its times are not the unprofiled ones); `table --profiles` takes one
+such file of each side and lists them, operator by operator. Exit 0 when every run of `measure` succeeded.
 """
 
 from __future__ import annotations
@@ -39,6 +44,24 @@ BERT_SEQUENCE = 128
 # seconds on the GPU machine; the pipeline stops a side's whole measurement at 600 s)
 CASE_SECONDS = 60
 IMAGE = 224
+CHAIN_NODES = 500
+
+
+def chain(path: Path) -> Path:
+    """CHAIN_NODES Adds one after the other on a [batch, 64] float tensor: the same tiny kernel each time, so
+    that a run's time is what the EP spends on each node (dispatch, launch) times the nodes."""
+    import numpy as np  # noqa: PLC0415
+    from onnx import TensorProto, helper, numpy_helper, save  # noqa: PLC0415
+
+    names = ["x", *(f"t{i}" for i in range(1, CHAIN_NODES)), "y"]
+    nodes = [helper.make_node("Add", [before, "one"], [after]) for before, after in zip(names, names[1:])]
+    graph = helper.make_graph(nodes, "add-chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 64])],
+                              [numpy_helper.from_array(np.ones(64, np.float32), "one")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    save(model, str(path))
+    return path
 
 
 def export(folder: Path) -> list[Path]:
@@ -77,6 +100,7 @@ def export(folder: Path) -> list[Path]:
         half = folder / f"{name}-fp16.onnx"
         onnx.save(convert_float_to_float16(onnx.load(str(path)), keep_io_types=False), str(half))
         written += [path, half]
+    written.append(chain(folder / f"add-chain-{CHAIN_NODES}.onnx"))
     print(f"torch {torch.__version__}, fp16 by onnxruntime {onnxruntime.__version__}'s converter", flush=True)
     for path in written:
         print(f"exported {path} ({path.stat().st_size} bytes)", flush=True)
@@ -98,14 +122,33 @@ def feeds(session, batch: int) -> dict:
     return made
 
 
-def one(model: Path, batch: int, ep: str, warmup: int, runs: int, preload: bool) -> dict:
+def operator_times(profile: Path, ep: str, warmup: int) -> dict[str, float]:
+    """From an ONNX Runtime profile: the mean microseconds of each operator's nodes on `ep`, in the runs after
+    the first `warmup`."""
+    events = json.loads(profile.read_text())
+    runs = sorted(e["ts"] for e in events if e.get("name") == "model_run")
+    timed: dict[str, list[int]] = {}
+    for event in events:
+        details = event.get("args", {})
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time") and details.get("provider") == ep \
+                and event["ts"] >= runs[warmup]:
+            timed.setdefault(details["op_name"], []).append(event["dur"])
+    return {name: round(statistics.mean(times), 1) for name, times in sorted(timed.items())}
+
+
+def one(model: Path, batch: int, ep: str, warmup: int, runs: int, preload: bool, profile: bool) -> dict:
     """One model at one batch size in this process: what `measure` records."""
+    import tempfile  # noqa: PLC0415
+
     import onnxruntime as ort  # noqa: PLC0415
 
     if preload:
         ort.preload_dlls()
     options = ort.SessionOptions()
     options.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    if profile:
+        options.enable_profiling = True
+        options.profile_file_prefix = str(Path(tempfile.mkdtemp()) / "profile")
     started = time.perf_counter()
     session = ort.InferenceSession(str(model), sess_options=options, providers=[ep])
     created = time.perf_counter() - started
@@ -129,7 +172,8 @@ def one(model: Path, batch: int, ep: str, warmup: int, runs: int, preload: bool)
     times.sort()
     return {"core": ort.__version__, "preloaded": preload, "providers": session.get_providers(), "operators": operators,
             "create_s": round(created, 3), "median_ms": round(statistics.median(times), 3),
-            "p90_ms": round(times[math.ceil(0.9 * len(times)) - 1], 3), "runs": runs, "warmup": warmup}
+            "p90_ms": round(times[math.ceil(0.9 * len(times)) - 1], 3), "runs": runs, "warmup": warmup,
+            **({"operator_us": operator_times(Path(session.end_profiling()), ep, warmup)} if profile else {})}
 
 
 class PeakMemory:
@@ -167,7 +211,7 @@ def measure(args: argparse.Namespace) -> int:
     for model in sorted(args.models.glob("*.onnx")):
         for batch in args.batches:
             command = [args.python, __file__, "one", str(model), str(batch), args.ep, str(args.warmup), str(args.runs),
-                       str(int(args.preload))]
+                       str(int(args.preload)), str(int(args.profile))]
             child = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             memory = PeakMemory(child.pid)
             try:
@@ -242,10 +286,30 @@ def table(plugin: dict, other: dict) -> str:
     return "\n".join(rows) + "\n"
 
 
+def profiles(plugin: dict, other: dict) -> str:
+    """Markdown: each case's operators on the EP, with the mean microseconds of a node of each on either side
+    (measure --profile), and what its nodes add up to in one run."""
+    rows = [f"| model | batch | operator | nodes | {plugin['label']}: µs a node | {other['label']}: µs a node | "
+            f"{other['label']} − {plugin['label']}: µs a run |", "|---|---|---|---|---|---|---|"]
+    theirs = {(c["model"], c["batch"]): c for c in other["cases"]}
+    for mine in plugin["cases"]:
+        them = theirs.get((mine["model"], mine["batch"]), {})
+        if "operator_us" not in mine or "operator_us" not in them:
+            continue
+        counts: dict[str, int] = {}  # by operator type, as the profiler names them (no domain)
+        for name, count in mine["operators"].get(plugin["ep"], {}).items():
+            counts[name.split(":")[-1]] = counts.get(name.split(":")[-1], 0) + count
+        for name, micro in mine["operator_us"].items():
+            there = them["operator_us"].get(name)
+            gap = "" if there is None else f"{(there - micro) * counts.get(name, 0):.0f}"
+            rows.append(f"| {mine['model']} | {mine['batch']} | {name} | {counts.get(name, 0)} | {micro} | {there} | {gap} |")
+    return "\n".join(rows) + "\n"
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["one"]:
-        model, batch, ep, warmup, runs, preload = argv[1:]
-        print(json.dumps(one(Path(model), int(batch), ep, int(warmup), int(runs), preload == "1")))
+        model, batch, ep, warmup, runs, preload, profile = argv[1:]
+        print(json.dumps(one(Path(model), int(batch), ep, int(warmup), int(runs), preload == "1", profile == "1")))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     verbs = parser.add_subparsers(dest="verb", required=True)
@@ -259,11 +323,13 @@ def main(argv: list[str]) -> int:
     run.add_argument("--preload", action="store_true")
     run.add_argument("--ep", default="CUDAExecutionProvider")
     run.add_argument("--batches", type=int, nargs="+", default=[1, 8])
-    run.add_argument("--warmup", type=int, default=20)
-    run.add_argument("--runs", type=int, default=200)
+    run.add_argument("--warmup", type=int, default=100)
+    run.add_argument("--runs", type=int, default=1000)
+    run.add_argument("--profile", action="store_true")
     compare = verbs.add_parser("table")
     compare.add_argument("--plugin", type=Path, nargs="+", required=True)
     compare.add_argument("--other", type=Path, nargs="+", required=True)
+    compare.add_argument("--profiles", type=Path, nargs=2, metavar=("PLUGIN", "OTHER"))
     args = parser.parse_args(argv)
     if args.verb == "export":
         export(args.folder)
@@ -271,6 +337,8 @@ def main(argv: list[str]) -> int:
     if args.verb == "measure":
         return measure(args)
     print(table(*(merged([json.loads(f.read_text()) for f in files]) for files in (args.plugin, args.other))), end="")
+    if args.profiles:
+        print("\n" + profiles(*(json.loads(f.read_text()) for f in args.profiles)), end="")
     return 0
 
 

@@ -19,7 +19,7 @@ on the GPU machine"). With --speed it plans the speed comparison: the plugin bui
 machine's GPU (`SPEED_PLUGIN_OVERRIDES`; with --package, that earlier run's plugin instead), in a user's
 environment with the onnxruntime package an earlier run built (--core), measured against
 onnxruntime-gpu's wheel of the same version, which travels in pieces (README.md, "How fast the plugin
-is").
+is measured").
 Exit 0 when the bundles are written, 2 when an input is missing.
 """
 

@@ -7,6 +7,7 @@
 #                         package.py builds the stand-in channel and the plugin package with rattler-build,
 #                         runs the package's tests and installs it for a user (plan.json's purpose "cpu":
 #                         the CPU packages instead, installed with a plugin package an earlier run built;
+#                         "speed": the plugin, untested, measured against another build of the CUDA EP;
 #                         "cost": measures a sample of nvcc units instead)
 #   run.sh wait SECONDS   print progress until the pipeline ends or SECONDS pass, then copy report.md,
 #                         package.md and package.json, the built package in 15 MiB pieces, logs.tar.gz and a
@@ -156,7 +157,7 @@ rattler_build_tools() {
     fi
 }
 
-# The packages (plan.json's purpose "package": the plugin; "cpu": the CPU packages): package.py builds the
+# The packages (plan.json's purpose "package" and "speed": the plugin; "cpu": the CPU packages): package.py builds the
 # stand-in channel from this machine's files, builds the packages with rattler-build from the device's copy
 # of the recipe, runs their tests and installs them for a user (package.py says how).
 package() {

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from feedstock.cuda_targets import number
-from ninja_graph import order_deps, target_compiles
+from ninja_graph import run_generators, target_compiles
 
 # the recipe's own rule for how many compiles run at once, from the plugin's build script
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipe"))
@@ -450,11 +450,12 @@ def measure_main(args: list[str]) -> int:
     by_source = {str(Path(e["file"]).relative_to(options.source.resolve())): e for e in compiles if e["file"].endswith(".cu")}
     start = time.monotonic()
     print(f"{len(units)} nvcc units, {len(compiles) - len(units)} host compiles; sample of {len(sample)}", flush=True)
-    prerequisites = sorted({d for u in sample for d in order_deps(options.build, by_source[u.source]["output"])})
-    if prerequisites:  # ninja with no target named would build everything
-        subprocess.run(["ninja", "-C", str(options.build), *prerequisites], check=True)
+    # the code generators the sample's objects need, as the rehearsal runs them (in the build script's environment)
+    if status := run_generators(options.build, [by_source[u.source]["output"] for u in sample], dict(os.environ),
+                                sys.stdout):
+        raise CostError(f"a code generator the sample needs exited {status}")
     prerequisites_s = round(time.monotonic() - start, 1)
-    print(f"prerequisites built in {prerequisites_s} s; compiling the sample", flush=True)
+    print(f"code generators run in {prerequisites_s} s; compiling the sample", flush=True)
     scratch = options.build / "cost-pieces"
     pieces = measure(sample, by_source, scratch, options.seconds, options.jobs)
     header = {"nvcc": subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import TextIO
 
 
 def ninja(build: Path, *args: str, env: dict[str, str] | None = None) -> str:
@@ -24,13 +25,6 @@ def target_compiles(build: Path, targets: list[str]) -> tuple[list[str], list[di
     return commands, compiles
 
 
-def order_deps(build: Path, output: str) -> list[str]:
-    """A compile's implicit and order-only inputs (generated headers and the like), built before it."""
-    query = ninja(build, "-t", "query", output)
-    inputs = query.split("input:", 1)[1].split("outputs:", 1)[0].splitlines()[1:]
-    return [line.strip().lstrip("|").strip() for line in inputs if line.strip().startswith("|")]
-
-
 def generating_commands(build: Path, outputs: list[str], env: dict[str, str]) -> list[str]:
     """The commands of the custom steps (code generators such as protoc's) that `outputs` need, in build
     order: without the compiles and archives ninja would run first as well, for the libraries that CMake
@@ -44,3 +38,15 @@ def generating_commands(build: Path, outputs: list[str], env: dict[str, str]) ->
     wanted = set(ninja(build, "-t", "commands", "-s", *needed, env=env).splitlines())
     return [command for command in dict.fromkeys(ninja(build, "-t", "commands", *outputs, env=env).splitlines())
             if command in wanted]
+
+
+def run_generators(build: Path, outputs: list[str], env: dict[str, str], out: TextIO) -> int:
+    """Each of generating_commands in turn, in the build folder, its command line and output written to
+    `out`: the first failing one's exit status, 0 when every one ran."""
+    for command in generating_commands(build, outputs, env):
+        out.write(f"\n$ {command}\n")
+        out.flush()
+        status = subprocess.run(command, shell=True, cwd=build, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
+        if status:
+            return status
+    return 0

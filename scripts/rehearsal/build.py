@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ninja_graph import generating_commands, target_compiles
+from ninja_graph import run_generators, target_compiles
 from rehearsal import RehearsalError
 from rehearsal.prefixes import BUILD_PLATFORM, Prefixes, lay_out, tool_python
 from rehearsal.sources import Sources
@@ -266,13 +266,10 @@ def compile_sample(build: Path, sample: list[Sampled], compiles: list[dict[str, 
     environment: nvcc takes its host compiler from the activation's NVCC_PREPEND_FLAGS."""
     by_output = {e["output"]: e for e in compiles}
     with log.open("a") as out:
-        for command in generating_commands(build, [item.object for item in sample], env):
-            out.write(f"\n$ {command}\n")
-            out.flush()
-            if subprocess.run(command, shell=True, cwd=build, stdout=out, stderr=subprocess.STDOUT, env=env).returncode:
-                for item in sample:
-                    item.error = f"a code generator it needs failed (see {log.name})"
-                return
+        if run_generators(build, [item.object for item in sample], env, out):
+            for item in sample:
+                item.error = f"a code generator it needs failed (see {log.name})"
+            return
 
     def compile_one(item: Sampled) -> str:
         start, entry = time.monotonic(), by_output[item.object]

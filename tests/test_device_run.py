@@ -81,7 +81,7 @@ def test_each_bundle_fits_one_transfer_beside_the_checkout(bundles: Path) -> Non
 def test_every_input_the_plan_names_is_in_exactly_one_bundle(bundles: Path) -> None:
     plan = json.loads((bundles / "bundle-1" / "plan.json").read_text())
     carried = [name for files in bundle_files(bundles).values() for name in files if name != "plan.json"]
-    assert sorted(carried) == sorted(plan["build_inputs"] + plan["test_inputs"])
+    assert sorted(carried) == plan["inputs"]
     assert plan["bundles"] == sorted(bundle_files(bundles))
 
 
@@ -89,7 +89,7 @@ def test_every_input_the_plan_names_is_in_exactly_one_bundle(bundles: Path) -> N
 def test_the_plan_carries_the_floor_and_the_newest_core_and_the_tools_for_rattler_build(bundles: Path) -> None:
     plan = json.loads((bundles / "bundle-1" / "plan.json").read_text())
     assert plan["cores"] == {"floor": FLOOR_CORE_VERSION, "newest": pack.NEWEST_CORE}
-    wheels = [name.removeprefix("wheels/") for name in plan["build_inputs"] if name.startswith("wheels/")]
+    wheels = [name.removeprefix("wheels/") for name in plan["inputs"] if name.startswith("wheels/")]
     assert {w.split("-")[1] for w in wheels if w.startswith("onnxruntime-")} == set(plan["cores"].values())
     # the same versions as this machine's tests use, under the wheel's file name (dashes become underscores)
     for tool in pack.TOOLS:
@@ -117,7 +117,7 @@ def test_a_cost_run_carries_what_rattler_build_configures_with_and_keeps_the_rec
                             timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     plan = json.loads((tmp_path / "bundle-1" / "plan.json").read_text())
-    assert (plan["purpose"], plan["overrides"]["env"], plan["overrides"]["cmake"], plan["test_inputs"]) == ("cost", [], [], [])
+    assert (plan["purpose"], plan["overrides"]["env"], plan["overrides"]["cmake"]) == ("cost", [], [])
     # the recipe's own list and floor for the newest CUDA job, which it has not for the machine's CUDA 13.0
     context = {name: value for name, value, _ in plan["overrides"]["context"]}
     assert context["cuda_architectures"] == plan["script_env"]["CUDA_ARCHITECTURES"] == \
@@ -125,27 +125,20 @@ def test_a_cost_run_carries_what_rattler_build_configures_with_and_keeps_the_rec
     recipe, _ = evaluate(REPO, package.PLUGIN, plan["cuda"], None)
     assert f"__cuda_arch >={context['cuda_arch_floor']}" in recipe["requirements"]["run_constraints"]
     carried = [name for files in bundle_files(tmp_path).values() for name in files if name != "plan.json"]
-    assert sorted(carried) == sorted(plan["build_inputs"])
+    assert sorted(carried) == plan["inputs"]
     assert [n for n in carried if n.startswith("wheels/py_rattler_build-")], carried
 
 
-def test_bundles_hold_the_build_inputs_before_any_bundle_of_test_inputs_alone(tmp_path: Path) -> None:
-    def files(group: str, sizes: dict[str, int]) -> dict[str, Path]:
-        made = {}
-        for name, size in sizes.items():
-            (tmp_path / group).mkdir(exist_ok=True)
-            (tmp_path / group / name).write_bytes(b"x" * size)
-            made[name] = tmp_path / group / name
-        return made
-
-    build = files("build", {"source": 6, "mirror": 5, "trees": 3})
-    tests = files("tests", {"core": 4, "tool": 2})
-    packed = pack.bundles(build, tests, limit=10)
+def test_bundles_hold_every_input_once_and_none_is_over_the_limit(tmp_path: Path) -> None:
+    sizes = {"source": 6, "mirror": 5, "trees": 3, "core": 4, "tool": 2}
+    inputs = {}
+    for name, size in sizes.items():
+        (tmp_path / name).write_bytes(b"x" * size)
+        inputs[name] = tmp_path / name
+    packed = pack.bundles(inputs, limit=10)
+    # first fit, largest first: source, then mirror (a bundle of its own), core beside source, trees and tool beside mirror
+    assert [sorted(bundle) for bundle in packed] == [["core", "source"], ["mirror", "tool", "trees"]]
     assert all(sum(path.stat().st_size for path in bundle.values()) <= 10 for bundle in packed)
-    assert sorted(name for bundle in packed for name in bundle) == sorted([*build, *tests])
-    holding_build = [i for i, bundle in enumerate(packed) if set(bundle) & set(build)]
-    assert holding_build == list(range(len(holding_build)))
-
 
 
 def test_new_bundles_replace_the_old_ones_and_leave_the_rest_of_the_folder(tmp_path: Path) -> None:
@@ -159,12 +152,12 @@ def test_new_bundles_replace_the_old_ones_and_leave_the_rest_of_the_folder(tmp_p
     (dest / "kept").mkdir(parents=True)
     (dest / "kept" / "package.conda").write_bytes(b"kept")
     first = {name: inputs / name for name in ("a", "b", "c")}
-    pack.write(dest, pack.bundles(first, {}, limit=5), {"purpose": "package"}, first)
+    pack.write(dest, pack.bundles(first, limit=5), {"purpose": "package"})
     assert sorted(p.name for p in dest.iterdir()) == ["bundle-1", "bundle-2", "bundle-3", "kept"]
     second = {"a": inputs / "a"}
-    pack.write(dest, pack.bundles(second, {}, limit=5), {"purpose": "package"}, second)
+    pack.write(dest, pack.bundles(second, limit=5), {"purpose": "package"})
     assert sorted(p.name for p in dest.iterdir()) == ["bundle-1", "kept"]
-    assert json.loads((dest / "bundle-1" / "plan.json").read_text())["build_inputs"] == ["a"]
+    assert json.loads((dest / "bundle-1" / "plan.json").read_text())["inputs"] == ["a"]
     assert (dest / "kept" / "package.conda").read_bytes() == b"kept"
 
 def test_a_file_cut_into_pieces_for_the_transfers_is_put_together_again_as_it_was(tmp_path: Path) -> None:
@@ -174,7 +167,7 @@ def test_a_file_cut_into_pieces_for_the_transfers_is_put_together_again_as_it_wa
     cut = pack.pieces(whole, tmp_path / "compare", limit=4096)
     assert len(cut) == -(-whole.stat().st_size // 4096) > 2
     assert all(piece.stat().st_size <= 4096 for piece in cut.values())
-    packed = pack.bundles(cut, {}, limit=4096)
+    packed = pack.bundles(cut, limit=4096)
     stage = tmp_path / "stage"
     for bundle in packed:
         for name, path in bundle.items():
@@ -188,7 +181,7 @@ def test_a_file_larger_than_one_transfer_is_refused_by_name(tmp_path: Path) -> N
     big = tmp_path / "big.whl"
     big.write_bytes(b"x" * 11)
     with pytest.raises(pack.PackError, match="big.whl: 11 bytes, more than one call carries"):
-        pack.bundles({}, {"wheels/big.whl": big}, limit=10)
+        pack.bundles({"wheels/big.whl": big}, limit=10)
 
 
 @pytest.mark.parametrize("purpose, overrides", [("package", pack.DEVICE_OVERRIDES),
@@ -269,7 +262,7 @@ def test_rattler_build_configures_onnxruntime_cpp_here_in_its_environment_of_sta
     assert {"gcc_linux-64", "gxx_linux-64", "cmake", "ninja", "libprotobuf"} <= solved
     plan = pack.build_plan(REPO, "cpu") | {"outputs": ["onnxruntime-cpp"]}
     (tmp_path / "gathered").mkdir()
-    gathered, _ = pack.gather(mirror, plan, tmp_path / "gathered")
+    gathered = pack.gather(mirror, plan, tmp_path / "gathered")
     stage = tmp_path / "stage"
     for name, path in gathered.items():
         (stage / name).parent.mkdir(parents=True, exist_ok=True)
@@ -309,13 +302,13 @@ def test_start_leaves_a_pipeline_waiting_for_its_inputs_and_refuses_a_second_one
     top = tmp_path / "run"
     bundle = tmp_path / "bundle-1"
     bundle.mkdir()
-    (bundle / "plan.json").write_text(json.dumps({"build_inputs": ["sources/not-staged-yet.tar.zst"]}))
+    (bundle / "plan.json").write_text(json.dumps({"inputs": ["sources/not-staged-yet.tar.zst"]}))
     assert run_sh(top, "stage", str(bundle)).returncode == 0
     try:
         assert run_sh(top, "start").returncode == 0
         deadline = time.monotonic() + 30
         # the missing input is named as soon as the pipeline starts waiting for it
-        while "waiting for 1 build_inputs, the first sources/not-staged-yet.tar.zst" not in \
+        while "waiting for 1 inputs, the first sources/not-staged-yet.tar.zst" not in \
                 (top / "results" / "progress.txt").read_text():
             assert time.monotonic() < deadline, (top / "results" / "progress.txt").read_text()
             time.sleep(0.5)

@@ -232,10 +232,9 @@ def builds(plan: dict) -> bool:
     return plan.get("outputs") != []
 
 
-def gather(upstream: Path | None, plan: dict, scratch: Path) -> tuple[dict[str, Path], dict[str, Path]]:
-    """Build inputs and test inputs, each by its path inside a bundle."""
+def gather(upstream: Path | None, plan: dict, scratch: Path) -> dict[str, Path]:
+    """What the run takes from here, each by its path inside a bundle."""
     build: dict[str, Path] = {}
-    tests: dict[str, Path] = {}
     if builds(plan):
         if upstream is None:
             raise PackError("no mirror folder: name one with --mirror or ORT_SOURCE_MIRROR")
@@ -252,8 +251,7 @@ def gather(upstream: Path | None, plan: dict, scratch: Path) -> tuple[dict[str, 
         (wheel,) = compared.glob("*.whl")
         # package.py checks the pieces it puts together against this
         plan["compare_sha256"] = hashlib.sha256(wheel.read_bytes()).hexdigest()
-        # needed once the plugin is built: staged while it builds
-        tests |= pieces(wheel, scratch / "compare", BUNDLE_LIMIT - PLAN_ALLOWANCE)
+        build |= pieces(wheel, scratch / "compare", BUNDLE_LIMIT - PLAN_ALLOWANCE)
     debs = scratch / "debs"
     debs.mkdir()
     _run(["apt-get", "download", *DEBIAN_PACKAGES], debs)
@@ -262,37 +260,33 @@ def gather(upstream: Path | None, plan: dict, scratch: Path) -> tuple[dict[str, 
     cores = [f"onnxruntime=={version}" for version in plan.get("cores", {}).values()]
     for requirement in [*cores, *TOOLS]:  # one at a time: pip refuses two versions of one project
         _download(requirement, wheels)
-    # the stand-in channel is made before the build, of these too
-    return build | {f"wheels/{p.name}": p for p in sorted(wheels.glob("*.whl"))}, tests
+    return build | {f"wheels/{p.name}": p for p in sorted(wheels.glob("*.whl"))}
 
 
-def bundles(build: dict[str, Path], tests: dict[str, Path], limit: int) -> list[dict[str, Path]]:
-    """First fit, largest first: the build's inputs, then the tests' into the space left."""
+def bundles(inputs: dict[str, Path], limit: int) -> list[dict[str, Path]]:
+    """First fit, largest first."""
     packed: list[dict[str, Path]] = []
     used: list[int] = []
-    for group in (build, tests):
-        for name, path in sorted(group.items(), key=lambda item: -item[1].stat().st_size):
-            size = path.stat().st_size
-            if size > limit:
-                raise PackError(f"{path}: {size} bytes, more than one call carries ({limit})")
-            slot = next((i for i, u in enumerate(used) if u + size <= limit), None)
-            if slot is None:
-                packed.append({})
-                used.append(0)
-                slot = len(packed) - 1
-            packed[slot][name] = path
-            used[slot] += size
+    for name, path in sorted(inputs.items(), key=lambda item: -item[1].stat().st_size):
+        size = path.stat().st_size
+        if size > limit:
+            raise PackError(f"{path}: {size} bytes, more than one call carries ({limit})")
+        slot = next((i for i, u in enumerate(used) if u + size <= limit), None)
+        if slot is None:
+            packed.append({})
+            used.append(0)
+            slot = len(packed) - 1
+        packed[slot][name] = path
+        used[slot] += size
     return packed
 
 
-def write(dest: Path, packed: list[dict[str, Path]], plan: dict, build: dict[str, Path]) -> None:
+def write(dest: Path, packed: list[dict[str, Path]], plan: dict) -> None:
     staging = dest.with_name(dest.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
-    plan = plan | {
-        "bundles": [f"bundle-{i}" for i in range(1, len(packed) + 1)],
-        "build_inputs": sorted(build),
-        "test_inputs": sorted(name for bundle in packed for name in bundle if name not in build),
-    }
+    # the pipeline starts once every input is staged
+    plan = plan | {"bundles": [f"bundle-{i}" for i in range(1, len(packed) + 1)],
+                   "inputs": sorted(name for bundle in packed for name in bundle)}
     for number, bundle in enumerate(packed, start=1):
         folder = staging / f"bundle-{number}"
         for name, path in bundle.items():
@@ -327,28 +321,29 @@ def main(argv: list[str]) -> int:
                          help=f"the speed comparison: the plugin (built, or --package) in --core's environment against "
                               f"{COMPARED}")
     args = parser.parse_args(argv)
-    if (args.core is not None) != (args.purpose == "speed"):
+    if args.core is not None and args.purpose != "speed":
+        parser.error("--core names the onnxruntime package a speed run measures the plugin with: it goes with --speed")
+    if args.purpose == "speed" and args.core is None:
         parser.error("--speed measures the plugin in the environment of an onnxruntime package an earlier run built: "
                      "name it with --core")
+    if args.purpose == "cost" and args.package is not None:
+        parser.error("--cost measures the build of the recipe's plugin: it takes no --package")
+    given = {key: path for key, path in (("core", args.core), ("package", args.package)) if path is not None}
     try:
+        for path in given.values():
+            if not path.is_file():
+                raise PackError(f"{path}: no such package")
         plan = build_plan(bootstrap.REPO, args.purpose)
         if args.package is not None and args.purpose != "cpu":
-            plan["outputs"] = []  # the earlier run's plugin is tested or measured instead of built
+            # the earlier run's plugin is tested or measured instead of built: no setting of this run's differs
+            plan |= {"outputs": [], "overrides": {"context": [], "env": [], "cmake": []}}
         with tempfile.TemporaryDirectory() as scratch:
-            build, tests = gather(args.mirror and args.mirror.resolve(), plan, Path(scratch))
-            # needed once the run's packages are built: they may come last
-            for key, given in (("core", args.core), ("package", args.package)):
-                if given is None:
-                    continue
-                if not given.is_file():
-                    raise PackError(f"{given}: no such package")
-                plan[key] = f"packages/{given.name}"
-                tests[plan[key]] = given
-            if not builds(plan):
-                # nothing is built: what the run installs is needed at its start
-                build, tests = build | tests, {}
-            packed = bundles(build, tests, BUNDLE_LIMIT - PLAN_ALLOWANCE)
-            write(args.dest.resolve(), packed, plan, build)
+            inputs = gather(args.mirror and args.mirror.resolve(), plan, Path(scratch))
+            for key, path in given.items():
+                plan[key] = f"packages/{path.name}"
+                inputs[plan[key]] = path
+            packed = bundles(inputs, BUNDLE_LIMIT - PLAN_ALLOWANCE)
+            write(args.dest.resolve(), packed, plan)
     except PackError as error:
         print(f"pack: {error}", file=sys.stderr)
         return 2

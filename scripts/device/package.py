@@ -9,7 +9,7 @@ Run on the GPU machine by run.sh, from the bundles pack.py wrote (STAGE: their c
 In order:
 
 1. The stand-in channel (scripts/rehearsal/channel.py), built by rattler-build from standins.yaml for
-   the linux-64 job's variant (the newest CUDA job's; the CPU job's and that one's for `cpu`), with this
+   the linux-64 job's variant (the newest CUDA job's; with the CPU job's for `cpu` and `speed`), with this
    machine's files as the packages' contents: its CUDA toolkit (DIR, default /usr/local/cuda-13.0),
    cuDNN, compilers, binutils and Python, and the wheels in STAGE/wheels. The job's CUDA and Python are
    this machine's (printed).
@@ -17,7 +17,7 @@ In order:
    from conda-forge's (plan.json's `overrides`, each with its reason) put in, printed as a diff. The
    source is the mirror's tree, as the machine has no network.
 3. `rattler-build build` of each output from that copy against the channel, then each of the packages'
-   own tests run by rattler-build, one by one.
+   own tests run by rattler-build, one by one (not for `speed`).
 4. A fresh environment solved and installed by rattler (py-rattler) from the built packages' channel and
    the stand-ins, used with its interpreter alone (no PYTHONPATH or LD_LIBRARY_PATH):
    - plugin: `onnxruntime onnxruntime-ep-cuda` (onnxruntime a stand-in); the plugin named by the package's
@@ -31,7 +31,8 @@ In order:
      GPU code alone) or PLUGIN, and plan.json's `core` (this feedstock's onnxruntime) from an earlier run:
      `onnxruntime onnxruntime-ep-cuda onnx`, user_check.py as above, then speed.py's models measured in that
      environment and with the compared wheel (plan.json's `compare`, carried in pieces) beside the machine's
-     Python, and the table of the two.
+     Python, SPEED_ROUNDS times each in alternation and once more with ONNX Runtime's profiler, and the table
+     of the two.
 
 WORK/results/package.json and package.md say what each step did. With --configure-only (a dry run on a
 machine without a GPU) the build script stops at its build step (REHEARSAL_TARGETS_FILE) and nothing
@@ -367,6 +368,12 @@ def build_outputs(plan: dict, stage: Path, work: Path, job: Path, variant_overri
     """Each output of the plan built by rattler-build from the device's copy of the recipe."""
     from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig  # noqa: PLC0415
 
+    # a package an earlier pipeline built in this work folder is kept only for the same settings
+    settings = output / "overrides.json"
+    if settings.exists() and json.loads(settings.read_text()) != plan["overrides"]:
+        shutil.rmtree(output)
+    output.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps(plan["overrides"]))
     with Step(results, "recipe") as record:
         src = unpack_sources(stage, work)
         recipe_dir, record["diff"] = device_recipe(plan, work, src, stage / "mirror", configure_only)
@@ -578,6 +585,7 @@ def main(argv: list[str]) -> int:
                                      args.configure_only)
         elif speed:
             packages = []  # the earlier run's plugin is installed below
+            results["packages"] = [conda_facts(args.package)]
         else:
             # an earlier run's plugin, in a channel of its own, tested and installed instead of built
             local_channel([args.package], output)

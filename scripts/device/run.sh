@@ -42,22 +42,22 @@ for key in sys.argv[2:]:
 print("\n".join(value) if isinstance(value, list) else value)' "${plan}" "$@"
 }
 
-# the entries of the plan's list KEY (build_inputs or test_inputs) not staged yet
+# the plan's inputs not staged yet
 missing() {
     local entry
     while read -r entry; do
         [[ -e "${stage}/${entry}" ]] || echo "${entry}"
-    done < <(plan_get "$1")
+    done < <(plan_get inputs)
 }
 
 wait_for_inputs() {
-    local key="$1" deadline=$(( $(date +%s) + 1200 )) absent
-    absent="$(missing "${key}")"
+    local deadline=$(( $(date +%s) + 1200 )) absent
+    absent="$(missing)"
     # said where `wait` shows it: a bundle that was never staged is seen at once, not after 20 minutes
-    [[ -z "${absent}" ]] || note "waiting for $(wc -l <<<"${absent}") ${key}, the first $(head -n 1 <<<"${absent}")"
-    while [[ -n "$(missing "${key}")" ]]; do
+    [[ -z "${absent}" ]] || note "waiting for $(wc -l <<<"${absent}") inputs, the first $(head -n 1 <<<"${absent}")"
+    while [[ -n "$(missing)" ]]; do
         if (( $(date +%s) > deadline )); then
-            note "ERROR: ${key} still missing after 20 minutes: $(missing "${key}" | tr '\n' ' ')"
+            note "ERROR: inputs still missing after 20 minutes: $(missing | tr '\n' ' ')"
             return 1
         fi
         sleep 5
@@ -168,9 +168,9 @@ package() {
     if python3 -c 'import json, sys; sys.exit("package" not in json.load(open(sys.argv[1])))' "${plan}"; then
         earlier=(--package "${stage}/$(plan_get package)")
     fi
-    # The H200 runs this build's SM 7.5 PTX, which the driver compiles at a process's first model run
-    # (docs/gpu-runs/ has how long it takes). One driver cache, large enough for the whole
-    # library, serves the package's tests and the user's runs, so that only the first pays for it.
+    # A plugin built with DEVICE_OVERRIDES runs on the H200 from SM 7.5 PTX, which the driver compiles at a
+    # process's first model run (docs/gpu-runs/ has how long it takes). One driver cache, large enough for the
+    # whole library, serves the package's tests and the user's runs, so that only the first pays for it.
     export CUDA_CACHE_PATH="${top}/cuda-cache" CUDA_CACHE_MAXSIZE=4294967296
     run_step package 1700 env PYTHONPATH="${top}/site" python3 "${top}/repo/scripts/device/package.py" \
         --stage "${stage}" --work "${work}" --results "${results}" "${earlier[@]}"
@@ -179,8 +179,8 @@ package() {
 pipeline() {
     local started
     started="$(date +%s)"
-    note "pipeline: waiting for the build's inputs"
-    wait_for_inputs build_inputs
+    note "pipeline: waiting for its inputs"
+    wait_for_inputs
     if [[ "$(plan_get purpose)" == cost ]]; then
         measure_cost "${started}"
         return 0

@@ -127,6 +127,8 @@ def operator_times(profile: Path, ep: str, warmup: int) -> dict[str, float]:
     the first `warmup`."""
     events = json.loads(profile.read_text())
     runs = sorted(e["ts"] for e in events if e.get("name") == "model_run")
+    if len(runs) <= warmup:
+        raise ValueError(f"{profile}: {len(runs)} runs recorded, none after the {warmup} of warm-up")
     timed: dict[str, list[int]] = {}
     for event in events:
         details = event.get("args", {})
@@ -299,10 +301,11 @@ def profiles(plugin: dict, other: dict) -> str:
         counts: dict[str, int] = {}  # by operator type, as the profiler names them (no domain)
         for name, count in mine["operators"].get(plugin["ep"], {}).items():
             counts[name.split(":")[-1]] = counts.get(name.split(":")[-1], 0) + count
-        for name, micro in mine["operator_us"].items():
-            there = them["operator_us"].get(name)
-            gap = "" if there is None else f"{(there - micro) * counts.get(name, 0):.0f}"
-            rows.append(f"| {mine['model']} | {mine['batch']} | {name} | {counts.get(name, 0)} | {micro} | {there} | {gap} |")
+        for name in sorted({*mine["operator_us"], *them["operator_us"]}):
+            micro, there = mine["operator_us"].get(name), them["operator_us"].get(name)
+            gap = "" if None in (micro, there) else f"{(there - micro) * counts.get(name, 0):.0f}"
+            rows.append(f"| {mine['model']} | {mine['batch']} | {name} | {counts.get(name, 0)} | {'' if micro is None else micro} | "
+                        f"{'' if there is None else there} | {gap} |")
     return "\n".join(rows) + "\n"
 
 

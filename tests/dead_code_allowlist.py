@@ -59,3 +59,7 @@ on_build_step  # noqa: B018
 
 # torch calls a module's `forward` when the module is called (scripts/device/speed.py's Encoder).
 forward  # noqa: B018
+
+# ONNX Runtime reads the profiler's settings from a SessionOptions (scripts/device/speed.py's `one`).
+enable_profiling  # noqa: B018
+profile_file_prefix  # noqa: B018

@@ -65,6 +65,7 @@ from feedstock.ci_support import job_file, newest_cuda_job_file  # noqa: E402
 from feedstock.shipped_manifest import manifest_dir  # noqa: E402
 from rehearsal.channel import build_channel, standins  # noqa: E402
 from rehearsal.resolve import variant_file  # noqa: E402
+from rehearsal.sources import TREES, place_trees  # noqa: E402
 
 PLUGIN = "onnxruntime-ep-cuda"
 # how many times the speed run measures each side (the table takes each case's median over them): one
@@ -223,8 +224,10 @@ def write_report(results: dict, path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def device_recipe(plan: dict, work: Path, src: Path, mirror: Path, configure_only: bool) -> tuple[Path, str]:
-    """recipe/ copied to WORK/recipe with the plan's overrides put into its recipe.yaml; the diff."""
+def device_recipe(plan: dict, work: Path, src: Path, mirror: Path, configure_only: bool,
+                  trees: dict[str, str] | None = None) -> tuple[Path, str]:
+    """recipe/ copied to WORK/recipe with the plan's overrides put into its recipe.yaml, and `trees`'s
+    FETCHCONTENT_SOURCE_DIR settings (place_trees) in the toolchain file; the diff."""
     target = work / "recipe"
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(REPO / "recipe", target)
@@ -240,11 +243,10 @@ def device_recipe(plan: dict, work: Path, src: Path, mirror: Path, configure_onl
     # offline: ORT's dependency archives from the mirror, cutlass and cudnn_frontend from their trees
     lines.append(f'set(onnxruntime_CMAKE_DEPS_MIRROR_DIR "{mirror}" CACHE PATH "" FORCE)')
     lines.append('set(FETCHCONTENT_TRY_FIND_PACKAGE_MODE NEVER CACHE STRING "" FORCE)')
+    # rattler-build builds in a copy of the source tree: its SRC_DIR
+    lines += [f'set(FETCHCONTENT_SOURCE_DIR_{name} "$ENV{{SRC_DIR}}/{folder}" CACHE PATH "" FORCE)'
+              for name, folder in (trees or {}).items()]
     outputs = plan.get("outputs", [PLUGIN])
-    if PLUGIN in outputs:
-        for name, folder in (("CUTLASS", "cutlass"), ("CUDNN_FRONTEND", "cudnn_frontend")):
-            lines.append(f'set(FETCHCONTENT_SOURCE_DIR_{name} "$ENV{{SRC_DIR}}/$ENV{{ORT_BUILD_DIR}}/_deps/{folder}-src" '
-                         'CACHE PATH "" FORCE)')
     toolchain.write_text("\n".join(lines) + "\n")
     for output in recipe["outputs"]:
         if output["package"]["name"] not in outputs:
@@ -267,26 +269,17 @@ def device_recipe(plan: dict, work: Path, src: Path, mirror: Path, configure_onl
     return target, diff
 
 
-def unpack_sources(stage: Path, work: Path) -> Path:
-    """ORT's tree, with cutlass and cudnn_frontend where FetchContent would put them, cutlass patched."""
+def unpack_sources(stage: Path, work: Path, plan: dict) -> tuple[Path, dict[str, str]]:
+    """ORT's tree, with cutlass and cudnn_frontend where FetchContent would put them (place_trees: what it
+    says of them; none for the CPU packages, which fetch neither)."""
     src = work / "src"
     shutil.rmtree(src, ignore_errors=True)
     src.mkdir(parents=True)
     (tarball,) = stage.glob("sources/onnxruntime-*-src.tar.zst")
     # zstd reads a linked tarball from its standard input (named, it skips a symbolic link)
     subprocess.run(f'zstd -dc < "{tarball}" | tar -x -C "{src}" --strip-components=1', shell=True, check=True)
-    if not (stage / "sources" / "cutlass-cudnn_frontend-trees.tar.zst").exists():
-        return src  # the CPU packages fetch neither
-    deps = src / os.environ.get("ORT_BUILD_DIR_FOR_TREES", "build-ep-cuda") / "_deps"
-    deps.mkdir(parents=True)
-    subprocess.run(f'zstd -dc < "{stage}/sources/cutlass-cudnn_frontend-trees.tar.zst" | tar -x -C "{deps}"',
-                   shell=True, check=True)
-    for folder in ("cutlass", "cudnn_frontend"):
-        (deps / folder).rename(deps / f"{folder}-src")
-    (patch,) = src.glob("cmake/patches/cutlass/cutlass_*.patch")
-    subprocess.run(["patch", "-d", str(deps / "cutlass-src"), "-p1", "-i", str(patch)], check=True,
-                   stdout=subprocess.DEVNULL)
-    return src
+    trees = stage / "sources" / TREES
+    return src, place_trees(trees, src, plan["script_env"]["ORT_BUILD_DIR"]) if trees.exists() else {}
 
 
 def conda_facts(package: Path) -> dict:
@@ -375,8 +368,8 @@ def build_outputs(plan: dict, stage: Path, work: Path, job: Path, variant_overri
     output.mkdir(parents=True, exist_ok=True)
     settings.write_text(json.dumps(plan["overrides"]))
     with Step(results, "recipe") as record:
-        src = unpack_sources(stage, work)
-        recipe_dir, record["diff"] = device_recipe(plan, work, src, stage / "mirror", configure_only)
+        src, trees = unpack_sources(stage, work, plan)
+        recipe_dir, record["diff"] = device_recipe(plan, work, src, stage / "mirror", configure_only, trees)
         print(record["diff"])
         variants = variant_file(job, work, variant_overrides)
     rendered = Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig.from_file(variants))

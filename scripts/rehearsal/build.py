@@ -26,7 +26,7 @@ from typing import Any
 from ninja_graph import run_generators, target_compiles
 from rehearsal import RehearsalError
 from rehearsal.prefixes import BUILD_PLATFORM, Prefixes, lay_out, tool_python
-from rehearsal.sources import Sources
+from rehearsal.sources import Sources, place_trees
 
 # The cmake/deps.txt entries each output's configure takes on every platform (upstream's CMake at 1.30.0): what a
 # rehearsal without a mirror downloads, and checks, first. tests/test_rehearsal.py checks that they are
@@ -149,19 +149,6 @@ def _cmake_args(prefixes: Prefixes, sources: Sources) -> list[str]:
         f"-Donnxruntime_CMAKE_DEPS_MIRROR_DIR={sources.deps_mirror}",
         *prefixes.cmake_args,
     ]
-
-
-def _place_trees(trees: Path, src: Path, build_dir: str, cmake_args: list[str]) -> None:
-    """A mirror's cutlass and cudnn_frontend trees, put where FetchContent would unpack their archives."""
-    deps = src / build_dir / "_deps"
-    deps.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["tar", "-xf", str(trees), "-C", str(deps)], check=True)
-    for name in ("cutlass", "cudnn_frontend"):
-        (deps / name).rename(deps / f"{name}-src")
-        cmake_args.append(f"-DFETCHCONTENT_SOURCE_DIR_{name.upper()}={deps / f'{name}-src'}")
-    # a FETCHCONTENT_SOURCE_DIR skips FetchContent's patch step, which ORT uses for cutlass
-    subprocess.run(["patch", "-p1", "-i", str(src / "cmake/patches/cutlass/cutlass_4.7.0.patch")],
-                   cwd=deps / "cutlass-src", check=True, stdout=subprocess.DEVNULL)
 
 
 def _includes(source: Path, pattern: str) -> bool:
@@ -419,9 +406,9 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
     script = rendered["build"]["script"]
     build_dir = str(script["env"]["ORT_BUILD_DIR"])
     cmake_args = _cmake_args(prefixes, sources)
-    if output == "onnxruntime-ep-cuda":
-        if sources.trees is not None:
-            _place_trees(sources.trees, src, build_dir, cmake_args)
+    if output == "onnxruntime-ep-cuda" and sources.trees is not None:
+        cmake_args += [f"-DFETCHCONTENT_SOURCE_DIR_{name}={src / folder}"
+                       for name, folder in place_trees(sources.trees, src, build_dir).items()]
     env = _environment(report, prefixes, rendered, src, recipe_dir, cmake_args, target_platform)
     log = workdir / "configure.log"
     targets = workdir / "build_targets.txt"

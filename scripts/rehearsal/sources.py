@@ -39,6 +39,8 @@ MIRROR_VARIABLE = "ORT_SOURCE_MIRROR"
 BASE_URL_VARIABLE = "ORT_DOWNLOAD_BASE_URL"
 DEFAULT_MIRROR = Path(__file__).resolve().parents[2].parent / "shared" / "upstream"
 TREES = "cutlass-cudnn_frontend-trees.tar.zst"
+# the folders of TREES, as FetchContent names them
+TREE_NAMES = ("cutlass", "cudnn_frontend")
 TREE_DEPENDENCIES = ("cutlass", "cudnn_frontend")
 DEPS_TXT = "cmake/deps.txt"
 
@@ -207,3 +209,18 @@ def _fetch(url: str, algorithm: str, expected: str, listed_in: str, cache: Path,
 def _digest(algorithm: str, path: Path) -> str:
     with path.open("rb") as file:
         return hashlib.file_digest(file, algorithm).hexdigest()
+
+
+def place_trees(trees: Path, src: Path, build_dir: str) -> dict[str, str]:
+    """TREES put where FetchContent would unpack their archives (`<build_dir>/_deps/<name>-src` in the source
+    tree `src`), with cutlass patched as ORT's CMake patches it: a FETCHCONTENT_SOURCE_DIR skips that step.
+    Each FETCHCONTENT_SOURCE_DIR_<NAME> setting's folder, relative to `src`."""
+    deps = src / build_dir / "_deps"
+    deps.mkdir(parents=True, exist_ok=True)
+    # zstd reads the tarball from its standard input (named, it skips a symbolic link)
+    subprocess.run(f'zstd -dc < "{trees}" | tar -x -C "{deps}"', shell=True, check=True)
+    for name in TREE_NAMES:
+        (deps / name).rename(deps / f"{name}-src")
+    (patch,) = src.glob("cmake/patches/cutlass/cutlass_*.patch")
+    subprocess.run(["patch", "-p1", "-i", str(patch)], cwd=deps / "cutlass-src", check=True, stdout=subprocess.DEVNULL)
+    return {name.upper(): f"{build_dir}/_deps/{name}-src" for name in TREE_NAMES}

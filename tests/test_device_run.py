@@ -400,7 +400,7 @@ def test_cases_stuck_in_two_workers_at_once_each_keep_their_own_stacks(tmp_path:
 def test_the_report_compares_the_operator_suite_between_cores(tmp_path: Path) -> None:
     (tmp_path / "stage").mkdir()
     (tmp_path / "stage" / "plan.json").write_text(json.dumps({
-        "version": "1.30.0", "cuda": "13.4", "purpose": "package",
+        "version": "1.30.0", "cuda": "13.4", "purpose": "package", "outputs": ["onnxruntime-ep-cuda"],
         "overrides": {"env": [["CUDA_BUILD_JOBS", "16", "16 cores"]], "cmake": [["X", "ON", "why"]]}}))
     suite = tmp_path / "work" / "src" / checks.OPERATOR_SUITE
     suite.parent.mkdir(parents=True)

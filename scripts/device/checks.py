@@ -131,8 +131,8 @@ def _command(*args: str) -> str:
 
 def report(top: Path) -> int:
     results, plan = top / "results", json.loads((top / "stage" / "plan.json").read_text())
-    # the outputs the plan builds (the plugin when it names none; none: it installs earlier runs' packages)
-    built = ", ".join(plan.get("outputs", ["onnxruntime-ep-cuda"])) or "nothing built"
+    # the outputs the plan builds (none: it installs earlier runs' packages)
+    built = ", ".join(plan["outputs"]) or "nothing built"
     lines = [f"# GPU run ({plan.get('purpose', 'package')}): {built}, {plan['version']}, linux-64 (CUDA job {plan['cuda']})", "",
              f"- machine: {_command('nvidia-smi', '-L')}; {_command('nproc')} cores",
              f"- driver: {_command('nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader')}",

@@ -192,6 +192,7 @@ def build_plan(feedstock: Path, purpose: str = "package") -> dict:
     if purpose == "speed":
         return plan | {"outputs": [PLUGIN], "overrides": SPEED_PLUGIN_OVERRIDES, "compare": f"{COMPARED}=={version}"}
     return plan | {
+        "outputs": [PLUGIN],
         "cores": {"floor": recipe["build"]["script"]["env"]["ORT_MIN_CORE_VERSION"], "newest": NEWEST_CORE},
         "overrides": cost_overrides(recipe) if purpose == "cost" else DEVICE_OVERRIDES,
     }
@@ -227,15 +228,10 @@ def pieces(path: Path, folder: Path, limit: int) -> dict[str, Path]:
     return made
 
 
-def builds(plan: dict) -> bool:
-    """Whether the run builds anything (a plan whose `outputs` are empty installs earlier runs' packages)."""
-    return plan.get("outputs") != []
-
-
 def gather(upstream: Path | None, plan: dict, scratch: Path) -> dict[str, Path]:
     """What the run takes from here, each by its path inside a bundle."""
     build: dict[str, Path] = {}
-    if builds(plan):
+    if plan["outputs"]:  # none: the run installs earlier runs' packages
         if upstream is None:
             raise PackError("no mirror folder: name one with --mirror or ORT_SOURCE_MIRROR")
         if reason := missing(upstream, plan["version"]):

@@ -246,7 +246,7 @@ def device_recipe(plan: dict, work: Path, src: Path, mirror: Path, configure_onl
     # rattler-build builds in a copy of the source tree: its SRC_DIR
     lines += [f'set(FETCHCONTENT_SOURCE_DIR_{name} "$ENV{{SRC_DIR}}/{folder}" CACHE PATH "" FORCE)'
               for name, folder in (trees or {}).items()]
-    outputs = plan.get("outputs", [PLUGIN])
+    outputs = plan["outputs"]
     toolchain.write_text("\n".join(lines) + "\n")
     for output in recipe["outputs"]:
         if output["package"]["name"] not in outputs:
@@ -374,7 +374,7 @@ def build_outputs(plan: dict, stage: Path, work: Path, job: Path, variant_overri
         variants = variant_file(job, work, variant_overrides)
     rendered = Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig.from_file(variants))
     built = []
-    for name in plan.get("outputs", [PLUGIN]):
+    for name in plan["outputs"]:
         made = f"linux-64/{name}-{plan['version']}-*.conda"
         kept = sorted(output.glob(made))
         if kept:
@@ -514,7 +514,7 @@ def compare_speed(prefix: Path, plan: dict, stage: Path, work: Path, results_dir
         if all(Path(f).exists() for f in (*files["speed-plugin"], *files["speed-compared"])):
             runs["speed-table"] = run_in(prefix, [*speed, "table", "--plugin", *files["speed-plugin"],
                                                   "--other", *files["speed-compared"],
-                                                  *(["--profiles", *profiles] if all(map(os.path.exists, profiles)) else [])],
+                                                  *(["--profiles", *profiles] if all(Path(f).exists() for f in profiles) else [])],
                                          results_dir / "speed.md")
     table = (results_dir / "speed.md").read_text() if runs.get("speed-table") == 0 else ""
     return {"runs": runs, "table": table, "ok": not any(runs.values()) and "speed-table" in runs,
@@ -573,7 +573,7 @@ def main(argv: list[str]) -> int:
             roots = machine_roots(stage, work, args.toolkit)
             built = build_channel(chosen, channel, roots)
             record["packages"] = {p.name: p.stat().st_size for p in built}
-        if plan.get("outputs") != []:
+        if plan["outputs"]:
             packages = build_outputs(plan, stage, work, job, variant_overrides, channel, output, results, results_dir,
                                      args.configure_only)
         elif speed:

@@ -300,7 +300,8 @@ def profiles(plugin: dict, other: dict) -> str:
             continue
         counts: dict[str, int] = {}  # by operator type, as the profiler names them (no domain)
         for name, count in mine["operators"].get(plugin["ep"], {}).items():
-            counts[name.split(":")[-1]] = counts.get(name.split(":")[-1], 0) + count
+            kind = name.split(":")[-1]
+            counts[kind] = counts.get(kind, 0) + count
         for name in sorted({*mine["operator_us"], *them["operator_us"]}):
             micro, there = mine["operator_us"].get(name), them["operator_us"].get(name)
             gap = "" if None in (micro, there) else f"{(there - micro) * counts.get(name, 0):.0f}"

@@ -15,6 +15,9 @@ from cores import NEWEST_CORE
 from support.pyenvs import python_env, run
 
 SPEED = REPO / "scripts" / "device" / "speed.py"
+sys.path.insert(0, str(SPEED.parent))
+import speed  # noqa: E402
+
 # the same environments as tests/test_load_script.py's
 REQUIREMENTS = ["onnx==1.23.2", "numpy"]
 # y = Relu(MatMul(x, w)) with x's first dimension left open, as the exported models' batch is
@@ -91,7 +94,7 @@ def test_an_ep_the_core_lacks_fails_the_measurement_and_says_why(cores: dict[str
 
 
 def test_the_table_takes_each_cases_median_over_a_sides_rounds(cores: dict[str, Path], tmp_path: Path) -> None:
-    """The GPU machine measures each side three times in alternation; the table compares each case's median
+    """The GPU machine measures each side several times in alternation; the table compares each case's median
     over a side's rounds, and its largest peak memory."""
     models = tmp_path / "models"
     models.mkdir()
@@ -115,9 +118,6 @@ def test_the_table_takes_each_cases_median_over_a_sides_rounds(cores: dict[str, 
 def test_merging_rounds_keeps_a_failed_round_and_the_largest_peak(tmp_path: Path) -> None:
     """A case that failed in any round is that failure, not a median of the rounds that ran; the peak
     memory is the largest any round saw, where some rounds saw none."""
-    sys.path.insert(0, str(SPEED.parent))
-    import speed  # noqa: PLC0415
-
     def case(batch: int, median: float, peak: int | None, error: str = "") -> dict:
         made = {"model": "m", "batch": batch, "peak_gpu_mib": peak}
         return made | ({"error": error} if error else {"median_ms": median, "p90_ms": median * 2, "create_s": 0.5})
@@ -132,9 +132,6 @@ def test_merging_rounds_keeps_a_failed_round_and_the_largest_peak(tmp_path: Path
 
 def test_the_table_says_when_the_other_build_ran_other_operators_on_the_ep() -> None:
     """A side whose optimized graph differs (another fusion, say) is named, model by model."""
-    sys.path.insert(0, str(SPEED.parent))
-    import speed  # noqa: PLC0415
-
     def result(label: str, operators: list[dict]) -> dict:
         return {"label": label, "ep": "E", "cases": [
             {"model": "m", "batch": batch, "median_ms": 1.0, "p90_ms": 1.0, "create_s": 0.1, "peak_gpu_mib": None,
@@ -153,9 +150,6 @@ def test_the_chain_model_is_one_add_per_node_and_the_profiles_give_each_operator
     """export's dispatch probe (CHAIN_NODES Adds), made with onnx alone, runs every Add on the EP; `measure
     --profile` records each operator's mean node time from ONNX Runtime's profiler, and `table --profiles`
     lists the two sides' times and what the difference comes to in one run."""
-    sys.path.insert(0, str(SPEED.parent))
-    import speed  # noqa: PLC0415
-
     models = tmp_path / "models"
     models.mkdir()
     made = run(cores["newest"], "-c", f"import sys; sys.path.insert(0, {str(SPEED.parent)!r}); import speed; "

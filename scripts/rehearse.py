@@ -31,13 +31,14 @@ import bootstrap  # noqa: E402
 
 bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
-from feedstock.ci_support import load_jobs  # noqa: E402
+from feedstock.ci_support import job_file, load_jobs  # noqa: E402
 from feedstock.errors import InputError  # noqa: E402
 from feedstock.inputs import load_config  # noqa: E402
 from rehearsal import RehearsalError  # noqa: E402
 from rehearsal.build import DEPENDENCIES, dependencies, rehearse  # noqa: E402
 from rehearsal.evaluate import evaluate  # noqa: E402
-from rehearsal.prefixes import BUILD_PLATFORM, PLATFORMS, load_standins  # noqa: E402
+from rehearsal.channel import load_standins  # noqa: E402
+from rehearsal.downloads import BUILD_PLATFORM, PLATFORMS  # noqa: E402
 from rehearsal.sources import SourcesUnavailable, WrongHash, locate  # noqa: E402
 
 def without_nvcc(feedstock: Path, platform: str = BUILD_PLATFORM) -> list[str]:
@@ -64,7 +65,6 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("output", choices=sorted(DEPENDENCIES))
     parser.add_argument("--cuda", help="the CUDA version (the plugin only)")
-    parser.add_argument("--python", help="the Python version (the Python package only; default: the first)")
     parser.add_argument("--platform", default=BUILD_PLATFORM, choices=sorted(PLATFORMS),
                         help="the target platform (default linux-64); the build machine is linux-64")
     parser.add_argument("--workdir", required=True, type=Path)
@@ -77,11 +77,13 @@ def main(argv: list[str]) -> int:
         if (args.output == "onnxruntime-ep-cuda") != (args.cuda is not None):
             raise RehearsalError("--cuda is required for onnxruntime-ep-cuda and means nothing for the CPU outputs")
         sources = locate(args.feedstock.resolve(), args.cache.resolve(), dependencies(args.output, args.platform))
-        rendered, variant = evaluate(args.feedstock.resolve(), args.output, args.cuda, args.python, args.platform)
+        python = f"{sys.version_info.major}.{sys.version_info.minor}"
+        rendered, variant = evaluate(args.feedstock.resolve(), args.output, args.cuda, python, args.platform)
         without_file = {entry.dep for entry in load_config(args.feedstock).license.vendored if not entry.file}
         architectures, newest = (sampled_architectures(args.feedstock.resolve(), rendered, args.cuda, args.platform)
                                  if args.cuda else ([], ""))
-        report = rehearse(args.output, rendered, variant, args.feedstock.resolve() / "recipe", sources,
+        report = rehearse(args.output, rendered, variant, args.feedstock.resolve() / "recipe",
+                          job_file(args.feedstock.resolve(), args.platform, args.cuda), python, sources,
                           args.workdir.resolve(), args.cache.resolve(), without_file, sample=not args.no_sample,
                           not_rehearsed=without_nvcc(args.feedstock, args.platform) if args.cuda else [],
                           architectures=architectures, newest=newest)

@@ -26,6 +26,7 @@ from feedstock.ci_support import job_file, newest_cuda_job_file  # noqa: E402
 from rattler_render import render  # noqa: E402
 from support.yaml_files import read_yaml  # noqa: E402
 from rehearsal.channel import build_channel, standins  # noqa: E402
+from rehearsal.environment import machine_roots  # noqa: E402
 from rehearsal.evaluate import evaluate  # noqa: E402
 from rehearsal.resolve import render_with_solve, variant_file  # noqa: E402
 from rehearsal.sources import mirror_folder  # noqa: E402
@@ -269,7 +270,7 @@ def test_rattler_build_configures_onnxruntime_cpp_here_in_its_environment_of_sta
         (stage / name).symlink_to(path)
     work = tmp_path / "work"
     (work / "results").mkdir(parents=True)
-    roots = package.machine_roots(stage, work, toolkit=None)
+    roots = machine_roots(stage / "wheels", sorted(stage.glob("debs/*.deb")), work)
     build_channel([s for s in chosen if s.name in solved], work / "channel", roots)
     results: dict = {}
     package.build_outputs(plan, stage, work, job, overrides, work / "channel", work / "output", results,

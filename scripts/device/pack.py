@@ -45,7 +45,7 @@ bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 from feedstock.ci_support import load_jobs, newest_cuda  # noqa: E402
 from rehearsal import RehearsalError  # noqa: E402
 from rehearsal.evaluate import evaluate  # noqa: E402
-from rehearsal.prefixes import load_standins  # noqa: E402
+from rehearsal.environment import PROTOBUF_DEBS, TOOL_WHEELS  # noqa: E402
 from rehearsal.sources import TREES, mirror_folder  # noqa: E402
 
 MIB = 1024 * 1024
@@ -62,29 +62,15 @@ WHEEL_TAGS = ["--python-version", MACHINE_PYTHON, "--implementation", "cp", "--p
               "--platform", "manylinux_2_27_x86_64", "--platform", "manylinux_2_17_x86_64"]
 
 
-def standin_wheels() -> list[str]:
-    """The wheels the stand-in channel unpacks on the GPU machine (standins.yaml's `machine` files under
-    {wheels}), at the table's versions; the cores', whose versions the plan gives, are gather's."""
-    wanted = []
-    for entry in load_standins().values():
-        version = entry.get("conda", {}).get("version")
-        for patterns in entry.get("machine", {}).values():
-            for pattern in [patterns] if isinstance(patterns, str) else patterns:
-                if version and pattern.startswith("{wheels}/"):
-                    wanted.append(f"{pattern.removeprefix('{wheels}/').split('-{version}')[0]}=={version}")
-    return wanted
-
-
-# What the run installs from PyPI: rattler-build and rattler (py-rattler-build, py-rattler), the CMake the
-# recipe asks for (below 4), ninja, and what the stand-in channel makes packages of besides the image's own
-# packages (the cores to test come from the plan)
+# What the run installs from PyPI: rattler-build and rattler (py-rattler-build, py-rattler), and the wheels
+# the stand-in channel takes CMake, ninja and packages besides the image's own from (the cores to test come
+# from the plan)
 TOOLS = [*(f"{name}=={importlib.metadata.version(name)}" for name in
            # the versions this machine's own scripts and tests run (scripts/requirements.txt, and what pydantic needs)
            ("py-rattler-build", "py-rattler", "pydantic", "pydantic-core", "annotated-types", "typing-inspection")),
-         # PyPI has no ninja 1.13.1, the stand-in's (conda-forge's) version: the release after it
-         f"cmake=={load_standins()['cmake']['conda']['version']}", "ninja==1.13.2", *standin_wheels()]
-# protoc 3.21 for the build machine (conda-forge's libprotobuf 3.21) and zstd, which the image lacks.
-DEBIAN_PACKAGES = ["protobuf-compiler", "libprotoc32", "libprotobuf32", "zstd"]
+         *TOOL_WHEELS]
+# protoc 3.21 for the build machine and zstd, which the image lacks
+DEBIAN_PACKAGES = [*PROTOBUF_DEBS, "zstd"]
 
 # Every setting in which the GPU machine's build differs from conda-forge's, with its reason: values of the
 # recipe's context, script variables of the plugin's output, and CMake cache settings (package.py puts them

@@ -43,8 +43,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import difflib
-import glob
 import json
 import os
 import re
@@ -58,12 +56,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
-import yaml  # noqa: E402
-
 from cores import NEWEST_CORE  # noqa: E402
 from feedstock.ci_support import job_file, newest_cuda_job_file  # noqa: E402
 from feedstock.shipped_manifest import manifest_dir  # noqa: E402
 from rehearsal.channel import build_channel, standins  # noqa: E402
+from rehearsal.environment import machine_roots, recipe_copy  # noqa: E402
 from rehearsal.resolve import variant_file  # noqa: E402
 from rehearsal.sources import TREES, place_trees  # noqa: E402
 
@@ -75,12 +72,6 @@ SPEED_ROUNDS = 5
 # the profiled runs of each side, at batch size 1 (a profile of more runs takes long to read)
 PROFILED = ["--batches", "1", "--runs", "200", "--profile"]
 HERE = Path(__file__).resolve().parent
-# the programs the compiler and binutils stand-ins carry, by their root's name: the machine's own
-PROGRAMS = {"gcc": "gcc", "gxx": "g++", "cpp": "cpp", "gcc_ar": "gcc-ar", "gcc_nm": "gcc-nm",
-            "gcc_ranlib": "gcc-ranlib", "ar": "ar", "as": "as", "ld": "ld", "nm": "nm", "objcopy": "objcopy",
-            "objdump": "objdump", "ranlib": "ranlib", "readelf": "readelf", "strip": "strip", "patch": "patch"}
-
-
 class Step:
     """One step's outcome, kept in the report whatever happens."""
 
@@ -100,68 +91,6 @@ class Step:
             self.record["error"] = f"{kind.__name__}: {error}"
         print(f"== {self.name}: {'ok' if self.record['ok'] else 'FAILED'} in {self.record['seconds']} s", flush=True)
         return False
-
-
-def wrapper(path: Path, program: str, environment: dict[str, str] | None = None) -> str:
-    """A shell script that runs `program` (which cannot move from where it is installed)."""
-    exports = "".join(f'export {k}="{v}"\n' for k, v in (environment or {}).items())
-    path.write_text(f'#!/bin/sh\n{exports}exec "{program}" "$@"\n')
-    path.chmod(0o755)
-    return str(path)
-
-
-def machine_roots(inputs: Path, work: Path, toolkit: Path | None) -> dict[str, str]:
-    """Where each stand-in's files are on this machine (standins.yaml's `machine` keys name these): its
-    compilers, binutils and Python; CMake and ninja from the wheels and protoc from the Debian packages in
-    INPUTS/wheels and INPUTS/debs (pack.py's bundles on the GPU machine); with a CUDA toolkit (the GPU
-    machine's), the toolkit and the cuDNN of its Python's wheel."""
-    tools = work / "tools"
-    tools.mkdir(parents=True, exist_ok=True)
-    roots = {"wheels": str(inputs / "wheels"),
-             "site": sysconfig.get_paths()["purelib"], "python_include": sysconfig.get_paths()["include"],
-             "python_exe": os.path.realpath(sys._base_executable)}
-    for root, program in PROGRAMS.items():
-        found = shutil.which(program)
-        if found is None:
-            raise SystemExit(f"package: this machine has no `{program}`")
-        # a wrapper, as GCC's driver finds cc1 and its other parts relative to where it is installed
-        roots[root] = wrapper(tools / program, os.path.realpath(found))
-    roots["system_lib"] = str(Path(subprocess.run(["g++", "-print-file-name=libstdc++.so.6"], check=True,
-                                                  capture_output=True, text=True).stdout.strip()).resolve().parent)
-    if toolkit is not None:
-        import nvidia.cudnn  # noqa: PLC0415
-
-        roots |= {"toolkit": str(toolkit), "cudnn_root": list(nvidia.cudnn.__path__)[0]}
-    # CMake (PyPI's 3.31, as the recipe asks for CMake below 4) and ninja from their wheels: the programs
-    # are in the wheels' data folders, which pip puts in <package>/data/bin or, as scripts, in bin/
-    site = work / "tool-wheels"
-    if not site.exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(site),
-                        *glob.glob(str(inputs / "wheels" / "cmake-*.whl")),
-                        *glob.glob(str(inputs / "wheels" / "ninja-*.whl"))], check=True)
-    for program, wheel in (("cmake", "cmake"), ("ctest", "cmake"), ("ninja", "ninja")):
-        # the program itself, not the Python script of the same name that a wheel's entry point makes
-        found = [p for p in (site / wheel / "data" / "bin" / program, site / "bin" / program)
-                 if p.is_file() and p.open("rb").read(2) != b"#!"]
-        if not found:
-            raise SystemExit(f"package: no `{program}` program in {inputs / 'wheels'}'s cmake and ninja wheels")
-        roots[program] = wrapper(tools / program, str(found[0]))
-    # Debian's protoc 3.21.12 and its libraries; the wrapper finds them beside itself in the environment
-    protobuf = work / "protobuf"
-    for deb in sorted(inputs.glob("debs/*.deb")):
-        if deb.name.startswith(("protobuf-compiler_", "libprotoc32_", "libprotobuf32_")):
-            subprocess.run(["dpkg", "-x", str(deb), str(protobuf)], check=True)
-    roots["protobuf"] = str(protobuf / "usr")
-    protoc = tools / "protoc"
-    protoc.write_text('#!/bin/sh\nhere="$(cd "$(dirname "$0")/.." && pwd)/libexec/protobuf"\n'
-                      'LD_LIBRARY_PATH="${here}/lib/x86_64-linux-gnu" exec "${here}/bin/protoc" "$@"\n')
-    protoc.chmod(0o755)
-    roots["protoc"] = str(protoc)
-    cfg = tools / "pyvenv.cfg"
-    cfg.write_text(f"home = {Path(roots['python_exe']).parent}\ninclude-system-site-packages = false\n"
-                   f"version = {'.'.join(map(str, sys.version_info[:3]))}\n")
-    roots["pyvenv_cfg"] = str(cfg)
-    return roots
 
 
 def toolkit_version(toolkit: Path) -> str:
@@ -226,47 +155,10 @@ def write_report(results: dict, path: Path) -> None:
 
 def device_recipe(plan: dict, work: Path, src: Path, mirror: Path, configure_only: bool,
                   trees: dict[str, str] | None = None) -> tuple[Path, str]:
-    """recipe/ copied to WORK/recipe with the plan's overrides put into its recipe.yaml, and `trees`'s
-    FETCHCONTENT_SOURCE_DIR settings (place_trees) in the toolchain file; the diff."""
-    target = work / "recipe"
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(REPO / "recipe", target)
-    original = (REPO / "recipe" / "recipe.yaml").read_text()
-    recipe = yaml.safe_load(original)
-    patches = recipe["source"].get("patches", [])
-    recipe["source"] = {"path": str(src), "use_gitignore": False, **({"patches": patches} if patches else {})}
-    overrides = plan["overrides"]
-    for name, value, _ in overrides["context"]:
-        recipe["context"][name] = value
-    toolchain = work / "device-overrides.cmake"
-    lines = [f'# {reason}\nset({name} "{value}" CACHE STRING "" FORCE)' for name, value, reason in overrides["cmake"]]
-    # offline: ORT's dependency archives from the mirror, cutlass and cudnn_frontend from their trees
-    lines.append(f'set(onnxruntime_CMAKE_DEPS_MIRROR_DIR "{mirror}" CACHE PATH "" FORCE)')
-    lines.append('set(FETCHCONTENT_TRY_FIND_PACKAGE_MODE NEVER CACHE STRING "" FORCE)')
-    # rattler-build builds in a copy of the source tree: its SRC_DIR
-    lines += [f'set(FETCHCONTENT_SOURCE_DIR_{name} "$ENV{{SRC_DIR}}/{folder}" CACHE PATH "" FORCE)'
-              for name, folder in (trees or {}).items()]
-    outputs = plan["outputs"]
-    toolchain.write_text("\n".join(lines) + "\n")
-    for output in recipe["outputs"]:
-        if output["package"]["name"] not in outputs:
-            continue
-        env = output["build"]["script"]["env"]
-        for name, value, _ in overrides["env"]:
-            env[name] = value
-        env["CMAKE_TOOLCHAIN_FILE"] = str(toolchain)
-        if configure_only:
-            # the script stops at its build step: the package is empty, so its tests go
-            env["REHEARSAL_TARGETS_FILE"] = str(work / "build_targets.txt")
-            output.pop("tests", None)
-        if output["package"]["name"] == PLUGIN:
-            output["build"]["skip"] = [f'cuda_compiler_version != "{plan["device_cuda"]}"']
-    text = yaml.safe_dump(recipe, sort_keys=False, width=120)
-    (target / "recipe.yaml").write_text(text)
-    diff = "".join(difflib.unified_diff(yaml.safe_dump(yaml.safe_load(original), sort_keys=False, width=120)
-                                        .splitlines(keepends=True), text.splitlines(keepends=True),
-                                        "recipe/recipe.yaml (as rendered)", "device copy"))
-    return target, diff
+    """The device's copy of the recipe (recipe_copy): the plan's outputs, for this machine's CUDA, with the
+    plan's overrides put in; and its diff."""
+    return recipe_copy(REPO / "recipe", work, src, mirror, plan["outputs"], configure_only, trees, plan["overrides"],
+                       plan["device_cuda"])
 
 
 def unpack_sources(stage: Path, work: Path, plan: dict) -> tuple[Path, dict[str, str]]:
@@ -570,7 +462,10 @@ def main(argv: list[str]) -> int:
             chosen = sorted({s for path, overrides in jobs.items() for s in standins([path], cores, overrides=overrides)},
                             key=lambda s: (s.name, s.version, s.build))
             shutil.rmtree(channel, ignore_errors=True)
-            roots = machine_roots(stage, work, args.toolkit)
+            import nvidia.cudnn  # noqa: PLC0415
+
+            roots = machine_roots(stage / "wheels", sorted(stage.glob("debs/*.deb")), work, args.toolkit,
+                                  Path(list(nvidia.cudnn.__path__)[0]))
             built = build_channel(chosen, channel, roots)
             record["packages"] = {p.name: p.stat().st_size for p in built}
         if plan["outputs"]:

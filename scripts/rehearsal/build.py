@@ -11,21 +11,28 @@ script environment), from which it lists the licence files.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bootstrap import cache_lock
 from ninja_graph import run_generators, target_compiles
 from rehearsal import RehearsalError
-from rehearsal.prefixes import BUILD_PLATFORM, Prefixes, lay_out, tool_python
+from rehearsal.channel import STANDINS, Standin, build_channel, load_standins, standins
+from rehearsal.downloads import BUILD_PLATFORM, tool_python
+from rehearsal.environment import (debug_session, needed, package_names, recipe_copy, script_environment,
+                                   this_machines_roots)
+from rehearsal.resolve import variant_file
 from rehearsal.sources import Sources, place_trees
 
 # The cmake/deps.txt entries each output's configure takes on every platform (upstream's CMake at 1.30.0): what a
@@ -106,49 +113,6 @@ class Report:
     # the graph's device-link (nvlink) and link-time-optimisation steps, which the anchor's aarch64 builds hit
     device_link_steps: int = 0
     lto_steps: int = 0
-
-
-def _environment(report: Report, prefixes: Prefixes, rendered: dict[str, Any], src: Path, recipe_dir: Path,
-                 cmake_args: list[str], target_platform: str) -> dict[str, str]:
-    """rattler-build's script environment, with the compilers' activation (CC, CFLAGS, ...) from the stand-ins."""
-    host, build = prefixes.host, prefixes.build
-    env = {
-        "PATH": f"{build / 'bin'}:{host / 'bin'}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
-        "LANG": "C.UTF-8", "SRC_DIR": str(src), "RECIPE_DIR": str(recipe_dir), "PREFIX": str(host),
-        "BUILD_PREFIX": str(build), "PKG_NAME": report.output,
-        "PKG_VERSION": str(rendered["package"]["version"]), "PKG_BUILDNUM": str(rendered["build"]["number"]),
-        "CPU_COUNT": str(os.cpu_count() or 1), "target_platform": target_platform, "build_platform": BUILD_PLATFORM,
-    }
-    if (host / "bin" / "python").exists():
-        env["PYTHON"] = str(host / "bin" / "python")
-        site = next((host / "lib").glob("python3*/site-packages"))
-        env["SP_DIR"] = str(site)
-    env.update(prefixes.env)
-    env["CMAKE_ARGS"] = " ".join(cmake_args)
-    env.update({k: str(v) for k, v in (rendered["build"].get("script", {}).get("env") or {}).items()})
-    return env
-
-
-def _script_command(recipe_dir: Path, file: str, env: dict[str, str]) -> list[str]:
-    """How rattler-build runs the recipe's build script (build_*.py): with the first `python` of the build
-    prefix, the host prefix and the system PATH (rattler_build_script's interpreter search for .py)."""
-    python = shutil.which("python", path=env["PATH"])
-    if python is None:
-        raise RehearsalError(f"no python in the build or host prefix or on PATH to run {file}")
-    return [python, str(recipe_dir / file)]
-
-
-def _cmake_args(prefixes: Prefixes, sources: Sources) -> list[str]:
-    """conda-forge's CMAKE_ARGS (the compilers' activation adds its own: standins.yaml), plus ORT's
-    offline mirror of the archives its CMake fetches."""
-    host, build = prefixes.host, prefixes.build
-    return [
-        "-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_INSTALL_PREFIX={host}", "-DCMAKE_INSTALL_LIBDIR=lib",
-        f"-DCMAKE_PROGRAM_PATH={build}/bin;{host}/bin",
-        # SHA1 checks and ORT's patch steps run as they would on a download
-        f"-Donnxruntime_CMAKE_DEPS_MIRROR_DIR={sources.deps_mirror}",
-        *prefixes.cmake_args,
-    ]
 
 
 def _includes(source: Path, pattern: str) -> bool:
@@ -379,54 +343,92 @@ def plugin_link_line(build: Path, commands: list[str]) -> str:
     return " ".join([links[-1], variables.get("LINK_PATH", ""), variables.get("LINK_LIBRARIES", "")])
 
 
-def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], recipe_dir: Path, sources: Sources,
+def _channel(cache: Path, job: Path, overrides: dict[str, str], asked: dict[str, list[str]], cuda: str | None,
+             platform: str) -> tuple[Path, list[Standin]]:
+    """The stand-ins the build and host environments take, with this machine's files: the build machine's
+    for the build environment, the platform's for the host environment, with what the build environment's
+    packages export to it. The channel is kept in the cache for the code and table that made it (each
+    package is built once); rattler's package cache beside it is the channel's own, as a package of the
+    metadata-only channel has the same file name."""
+    build = needed(standins([job], {}, overrides), asked["build"])
+    exported = package_names(s for standin in build for _, specs in standin.run_exports for s in specs)
+    host = needed(standins([job], {}, overrides, platform), asked["host"] + exported)
+    digest = hashlib.sha256(sys.version.encode())
+    for code in sorted(Path(__file__).parent.glob("*.py")) + [STANDINS]:
+        digest.update(code.read_bytes())
+    channel = cache / "channels" / digest.hexdigest()[:16]
+    with cache_lock(channel):
+        roots = this_machines_roots(cache, cuda, platform)
+        build_channel(build, channel, roots[BUILD_PLATFORM])
+        build_channel(host, channel, roots[platform])
+    os.environ["RATTLER_CACHE_DIR"] = str(channel.with_name(channel.name + "-packages"))
+    return channel, [*build, *host]
+
+
+def _installed(prefix: Path) -> list[str]:
+    """The names of the packages installed in an environment."""
+    return sorted(json.loads(record.read_text())["name"] for record in prefix.glob("conda-meta/*.json"))
+
+
+def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], recipe_dir: Path, job: Path, python: str,
+             sources: Sources,
              workdir: Path, cache: Path, without_file: set[str], sample: bool = True,
              not_rehearsed: list[str] = (), architectures: list[str] = (), newest: str = "") -> Report:
-    """`architectures`: the plugin's GPU architectures its sample compiles a unit at besides the list's
+    """The output's build script run by rattler-build in the environment it makes from the stand-in channel
+    for the job's variant (with this machine's Python), up to its build step; then its graph, sample and
+    audit. `architectures`: the plugin's GPU architectures its sample compiles a unit at besides the list's
     first; `newest`: the list's newest, which its CUTLASS unit is compiled at."""
     target_platform = variant.get("target_platform", BUILD_PLATFORM)
     report = Report(output, variant, str(workdir), sources.origin, not_rehearsed=list(not_rehearsed),
                     target_platform=target_platform)
     workdir.mkdir(parents=True, exist_ok=True)
-    src = workdir / "src"
-    shutil.rmtree(src, ignore_errors=True)
-    sources.unpack(src)
-    # rattler-build applies the source's patches before any script runs
-    patched: dict[str, str] = {}
-    for source in rendered.get("source") or []:
-        for patch in source.get("patches") or []:
-            subprocess.run(["patch", "-p1", "-i", str(recipe_dir / patch)], cwd=src, check=True, stdout=subprocess.DEVNULL)
-            for changed in re.findall(r"^\+\+\+ b/(\S+)", (recipe_dir / patch).read_text(), re.MULTILINE):
-                patched[str(src / changed)] = patch
-    report.patched_sources = sorted(patched)
-    requirements = {k: [str(s) for s in v] for k, v in rendered["requirements"].items() if k in ("build", "host")}
     cuda = variant.get("cuda_compiler_version")
-    prefixes = lay_out(requirements, None if cuda in (None, "None") else cuda, workdir, cache, target_platform)
-    report.standins, report.standin_notes = prefixes.laid_out, prefixes.notes
-    script = rendered["build"]["script"]
-    build_dir = str(script["env"]["ORT_BUILD_DIR"])
-    cmake_args = _cmake_args(prefixes, sources)
-    if output == "onnxruntime-ep-cuda" and sources.trees is not None:
-        cmake_args += [f"-DFETCHCONTENT_SOURCE_DIR_{name}={src / folder}"
-                       for name, folder in place_trees(sources.trees, src, build_dir).items()]
-    env = _environment(report, prefixes, rendered, src, recipe_dir, cmake_args, target_platform)
-    log = workdir / "configure.log"
+    cuda = None if cuda in (None, "None") else cuda
+    overrides = {"python": f"{python}.* *_cpython"}
+    asked = {section: [str(s).split()[0] for s in rendered["requirements"].get(section) or []] for section in ("build", "host")}
+    table = load_standins()
+    for section, names in asked.items():
+        for name in names:
+            if name not in table:
+                raise RehearsalError(f"{STANDINS}: no stand-in for `{name}` (asked for in {section})")
+    channel, chosen = _channel(cache, job, overrides, asked, cuda, target_platform)
+    report.standin_notes = sorted({f"{s.name}: {s.note}" for s in chosen if s.note})
+    # the tree rattler-build copies, with cutlass and cudnn_frontend where FetchContent would put them
+    tree = workdir / "tree"
+    shutil.rmtree(tree, ignore_errors=True)
+    sources.unpack(tree)
+    build_dir = str(rendered["build"]["script"]["env"]["ORT_BUILD_DIR"])
+    trees = place_trees(sources.trees, tree, build_dir) if output == "onnxruntime-ep-cuda" and sources.trees else {}
+    copy, _ = recipe_copy(recipe_dir, workdir, tree, sources.deps_mirror, [output], configure_only=True, trees=trees)
+    shutil.rmtree(workdir / "rattler", ignore_errors=True)
+    session = debug_session(copy, variant_file(job, workdir, overrides), output, target_platform, channel,
+                            workdir / "rattler")
+    shutil.rmtree(tree)
+    paths = session.paths
+    report.standins = {"build": _installed(paths.build_prefix), "host": _installed(paths.host_prefix)}
+    src = workdir / "src"
+    src.unlink(missing_ok=True)
+    src.symlink_to(paths.work_dir)
+    # rattler-build applied the source's patches
+    patched = {str(paths.work_dir / changed): patch for source in rendered.get("source") or [] for patch in source.get("patches") or []
+               for changed in re.findall(r"^\+\+\+ b/(\S+)", (recipe_dir / patch).read_text(), re.MULTILINE)}
+    report.patched_sources = sorted(patched)
     targets = workdir / "build_targets.txt"
     targets.unlink(missing_ok=True)
-    env["REHEARSAL_TARGETS_FILE"] = str(targets)
     start = time.monotonic()
-    configure = subprocess.run(_script_command(recipe_dir, script["file"], env), cwd=src, env=env,
-                               stdout=log.open("w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    done = session.run_script()
     report.configure_seconds = round(time.monotonic() - start, 1)
-    text = log.read_text(errors="replace")
-    report.configure_ok = configure.returncode == 0 and targets.is_file()
+    text = done.stdout + done.stderr
+    (workdir / "configure.log").write_text(text)
+    env = script_environment(paths.build_env_script)
+    report.configure_ok = done.exit_code == 0 and targets.is_file()
     license_files = [f for f in rendered["about"].get("license_file", [])]
     if not report.configure_ok:
         errors = [line.strip() for line in text.splitlines()
                   if re.search(r"CMake Error|fatal|error:|^ERROR", line)]
         # CMake's "CMake Error at <file>" is followed by the message itself
         errors.sort(key=lambda line: line.startswith("CMake Error"))
-        stopped = f"exit {configure.returncode}" if configure.returncode else "the script never reached its build step"
+        stopped = f"exit {done.exit_code}" if done.exit_code else "the script never reached its build step"
         report.configure_error = errors[0] if errors else stopped
     else:
         unused = UNUSED_VARIABLES.search(text)

@@ -33,9 +33,13 @@ from pathlib import Path
 from feedstock.ci_support import NO_CUDA
 from feedstock.reader import load_yaml
 from rehearsal import RehearsalError
-from rehearsal.prefixes import STANDINS, load_standins
+from rehearsal.downloads import BUILD_PLATFORM, PLATFORMS
 
-PLATFORM = "linux-64"
+STANDINS = Path(__file__).with_name("standins.yaml")
+
+
+def load_standins() -> dict:
+    return load_yaml(STANDINS, str(STANDINS))
 
 
 class _Kept(dict):
@@ -62,10 +66,15 @@ class Standin:
     # what the package holds on the GPU machine: (path in the package, globs or one file, is_folder)
     machine: tuple[tuple[str, tuple[str, ...], bool], ...] = field(default=(), compare=False)
     note: str = field(default="", compare=False)  # how it differs from conda-forge's (the entry's `note`)
+    platform: str = BUILD_PLATFORM  # the platform its files are for (its subdir, unless it is noarch)
 
     @property
     def filename(self) -> str:
         return f"{self.name}-{self.version}-{self.build}.conda"
+
+    @property
+    def subdir(self) -> str:
+        return "noarch" if self.noarch else self.platform
 
 
 def _variant_values(job_file: Path, overrides: dict[str, str]) -> list[dict[str, str]]:
@@ -113,15 +122,19 @@ def _fill(template: str, values: dict[str, str], where: str) -> str | None:
     return filled
 
 
-def standins(job_files: list[Path], extra: dict[str, str], overrides: dict[str, str] | None = None) -> list[Standin]:
-    """One Standin per table entry and version that these jobs (linux-64 `.ci_support` files) ask for;
-    `extra` adds values the job files do not hold (the cores' versions), `overrides` replaces the job
-    files' own values (the GPU machine's CUDA and Python)."""
+def standins(job_files: list[Path], extra: dict[str, str], overrides: dict[str, str] | None = None,
+             platform: str = BUILD_PLATFORM) -> list[Standin]:
+    """One Standin per table entry and version that these jobs (`.ci_support` files) ask for, for the
+    platform (its files' {cuda_target}); `extra` adds values the job files do not hold (the cores'
+    versions), `overrides` replaces the job files' own values (the GPU machine's CUDA and Python).
+    A package of another platform than linux-64 has the platform in its build string: rattler's
+    package cache tells packages apart by name, version and build string alone."""
     table = load_standins()
     found: dict[tuple[str, str, str], Standin] = {}
+    suffix = "" if platform == BUILD_PLATFORM else "_" + platform.replace("-", "_")
     for job_file in job_files:
         for values in _variant_values(job_file, overrides or {}):
-            values |= extra
+            values |= extra | {"cuda_target": PLATFORMS[platform].cuda_target}
             for name, entry in table.items():
                 facts = entry.get("conda")
                 if facts is None:
@@ -132,6 +145,7 @@ def standins(job_files: list[Path], extra: dict[str, str], overrides: dict[str, 
                     build = _fill(str(facts.get("build", "0")), values, f"{where}.build")
                     if version is None or build is None:
                         continue
+                    build += "" if facts.get("noarch") else suffix
                     local = values | {"version": version}
 
                     def each(key: str, of: dict = facts) -> tuple[str, ...]:
@@ -146,7 +160,7 @@ def standins(job_files: list[Path], extra: dict[str, str], overrides: dict[str, 
                         tuple((k, str(v)) for k, v in activation.get("env", {}).items()),
                         tuple((k, str(v)) for k, v in activation.get("env_append", {}).items()),
                         activation.get("script", f"{name}_activate.sh"),
-                        tuple(table[facts["files_of"]].get("files", {}).items()) if "files_of" in facts else (),
+                        tuple(table[facts.get("files_of", name)].get("files", {}).items()),
                         tuple((str(k).format_map(_Kept(local)), str(v)) for k, v in facts.get("links", {}).items()),
                         tuple((path, (files,) if isinstance(files, str) else tuple(files), not isinstance(files, str))
                               for path, files in (
@@ -154,6 +168,7 @@ def standins(job_files: list[Path], extra: dict[str, str], overrides: dict[str, 
                                    if isinstance(fs, list) else str(fs).format_map(_Kept(local)))
                                   for p, fs in entry.get("machine", {}).items())),
                         str(entry.get("note", "")),
+                        platform,
                     )
                     key = (standin.name, standin.version, standin.build)
                     if key in found and found[key] != standin:
@@ -239,12 +254,11 @@ def build_channel(chosen: list[Standin], channel: Path, roots: Roots | None = No
                   package_format: str = "conda:1") -> list[Path]:
     """Each stand-in built by rattler-build into `channel` (indexed as it goes); a package already
     there is kept. Returns the packages' paths."""
-    from rattler_build import Stage0Recipe, VariantConfig
+    from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
 
     built = []
     for standin in chosen:
-        subdir = "noarch" if standin.noarch else PLATFORM
-        path = channel / subdir / standin.filename
+        path = channel / standin.subdir / standin.filename
         if not path.exists():
             with tempfile.TemporaryDirectory(prefix=f"standin-{standin.name}-") as scratch:
                 staged = Path(scratch, "files")
@@ -254,7 +268,8 @@ def build_channel(chosen: list[Standin], channel: Path, roots: Roots | None = No
                 recipe_dir = Path(scratch, "recipe")
                 recipe_dir.mkdir()
                 (recipe_dir / "recipe.yaml").write_text(json.dumps(_recipe(standin, staged)))
-                (variant,) = Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig())
+                platform = RenderConfig(platform=PlatformConfig(target_platform=standin.platform))
+                (variant,) = Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig(), platform)
                 variant.run_build(output_dir=channel, channels=[channel.as_uri()], no_build_id=True,
                                   package_format=package_format, no_include_recipe=True)
                 shutil.rmtree(channel / "bld", ignore_errors=True)

@@ -10,7 +10,7 @@ from feedstock.errors import InputError
 from feedstock.reader import load_yaml
 from rattler_render import render
 from rehearsal import RehearsalError
-from rehearsal.prefixes import BUILD_PLATFORM
+from rehearsal.downloads import BUILD_PLATFORM
 
 
 def variant_lists(feedstock: Path, cuda: str | None, python: str | None, platform: str = BUILD_PLATFORM) -> dict:

@@ -347,13 +347,16 @@ def _channel(cache: Path, job: Path, overrides: dict[str, str], asked: dict[str,
              platform: str) -> tuple[Path, list[Standin]]:
     """The stand-ins the build and host environments take, with this machine's files: the build machine's
     for the build environment, the platform's for the host environment, with what the build environment's
-    packages export to it. The channel is kept in the cache for the code and table that made it (each
+    packages export to it (their strong run_exports). The channel is kept in the cache for the code and table that made it (each
     package is built once); rattler's package cache beside it is the channel's own, as a package of the
     metadata-only channel has the same file name."""
     build = needed(standins([job], {}, overrides), asked["build"])
-    exported = package_names(s for standin in build for _, specs in standin.run_exports for s in specs)
-    host = needed(standins([job], {}, overrides, platform), asked["host"] + exported)
-    digest = hashlib.sha256(sys.version.encode())
+    exported = package_names(s for standin in build for kind, specs in standin.run_exports if kind == "strong" for s in specs)
+    # rattler-build (py-rattler-build 0.73) solves a cross build's host environment in the build platform's
+    # subdir (its log: `Platform: linux-64` above the host's specs), so the target's packages go there too,
+    # each with the target platform in its build string
+    host = needed(standins([job], {}, overrides, platform, subdir=BUILD_PLATFORM), asked["host"] + exported)
+    digest = hashlib.sha256(f"{sys.version} {platform}".encode())
     for code in sorted(Path(__file__).parent.glob("*.py")) + [STANDINS]:
         digest.update(code.read_bytes())
     channel = cache / "channels" / digest.hexdigest()[:16]

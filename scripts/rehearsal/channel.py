@@ -66,7 +66,7 @@ class Standin:
     # what the package holds on the GPU machine: (path in the package, globs or one file, is_folder)
     machine: tuple[tuple[str, tuple[str, ...], bool], ...] = field(default=(), compare=False)
     note: str = field(default="", compare=False)  # how it differs from conda-forge's (the entry's `note`)
-    platform: str = BUILD_PLATFORM  # the platform its files are for (its subdir, unless it is noarch)
+    platform: str = BUILD_PLATFORM  # its subdir, unless it is noarch
 
     @property
     def filename(self) -> str:
@@ -123,12 +123,12 @@ def _fill(template: str, values: dict[str, str], where: str) -> str | None:
 
 
 def standins(job_files: list[Path], extra: dict[str, str], overrides: dict[str, str] | None = None,
-             platform: str = BUILD_PLATFORM) -> list[Standin]:
-    """One Standin per table entry and version that these jobs (`.ci_support` files) ask for, for the
-    platform (its files' {cuda_target}); `extra` adds values the job files do not hold (the cores'
-    versions), `overrides` replaces the job files' own values (the GPU machine's CUDA and Python).
-    A package of another platform than linux-64 has the platform in its build string: rattler's
-    package cache tells packages apart by name, version and build string alone."""
+             platform: str = BUILD_PLATFORM, subdir: str | None = None) -> list[Standin]:
+    """One Standin per table entry and version that these jobs (`.ci_support` files) ask for, with files
+    for the platform (its {cuda_target}), in the platform's subdir or `subdir`; `extra` adds values the
+    job files do not hold (the cores' versions), `overrides` replaces the job files' own values (the GPU
+    machine's CUDA and Python). A package for another platform than linux-64 has the platform in its
+    build string: rattler's package cache tells packages apart by name, version and build string alone."""
     table = load_standins()
     found: dict[tuple[str, str, str], Standin] = {}
     suffix = "" if platform == BUILD_PLATFORM else "_" + platform.replace("-", "_")
@@ -168,7 +168,7 @@ def standins(job_files: list[Path], extra: dict[str, str], overrides: dict[str, 
                                    if isinstance(fs, list) else str(fs).format_map(_Kept(local)))
                                   for p, fs in entry.get("machine", {}).items())),
                         str(entry.get("note", "")),
-                        platform,
+                        subdir or platform,
                     )
                     key = (standin.name, standin.version, standin.build)
                     if key in found and found[key] != standin:

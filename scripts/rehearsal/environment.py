@@ -228,8 +228,7 @@ def package_names(specs: Iterable[str]) -> list[str]:
 
 
 def needed(chosen: list[Standin], names: list[str]) -> list[Standin]:
-    """The stand-ins these names pull in: them, their dependencies and what they export (run_exports),
-    over and over."""
+    """The stand-ins these names pull in: them and their dependencies, over and over."""
     by_name: dict[str, list[Standin]] = {}
     for standin in chosen:
         by_name.setdefault(standin.name, []).append(standin)
@@ -240,7 +239,7 @@ def needed(chosen: list[Standin], names: list[str]) -> list[Standin]:
             continue
         wanted.add(name)
         for standin in by_name[name]:
-            todo += package_names([*standin.depends, *(s for _, specs in standin.run_exports for s in specs)])
+            todo += package_names(standin.depends)
     return [s for s in chosen if s.name in wanted]
 
 
@@ -298,13 +297,30 @@ def debug_session(recipe_dir: Path, variants: Path, output: str, target_platform
     from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig  # noqa: PLC0415
     from rattler_build.debug import DebugSession  # noqa: PLC0415
 
-    platform = PlatformConfig(target_platform=target_platform, build_platform=BUILD_PLATFORM)
+    platform = PlatformConfig(target_platform=target_platform, host_platform=target_platform, build_platform=BUILD_PLATFORM)
     rendered = Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig.from_file(variants),
                                                                           RenderConfig(platform=platform))
     chosen = [v for v in rendered if v.recipe.to_dict()["package"]["name"] == output]
     if len(chosen) != 1:
         raise RehearsalError(f"{recipe_dir / 'recipe.yaml'}: {len(chosen)} variants of {output} for {variants}")
-    return DebugSession.create(chosen[0], output_dir=output_dir, channels=[channel.as_uri()])
+    said = _Said()
+    try:
+        return DebugSession.create(chosen[0], output_dir=output_dir, channels=[channel.as_uri()], progress_callback=said)
+    except Exception as error:  # rattler-build's errors name the step; its messages say what failed
+        raise RehearsalError(f"rattler-build: {error}: " + " | ".join(said.lines[-8:])) from None
+
+
+class _Said:
+    """rattler-build's messages (its progress callback), kept."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def on_log(self, event) -> None:
+        self.lines.append(" ".join(str(event.message).split()))
+
+    def on_build_step(self, event) -> None:
+        self.lines.append(f"{event.step_name}: {event.message}")
 
 
 def script_environment(build_env_script: Path) -> dict[str, str]:

@@ -27,7 +27,7 @@ from feedstock.ci_support import load_jobs, newest_cuda
 from feedstock.cuda_targets import nvcc_targets, number
 from rattler_render import render
 from rehearsal.build import dependencies
-from rehearsal.prefixes import load_standins
+from rehearsal.channel import load_standins
 from rehearsal.sources import Sources
 from support.upstream_source import CACHE, archives_cmake_took, sources
 from support.yaml_files import read_yaml
@@ -40,7 +40,7 @@ AARCH64_CUDA = newest_cuda(load_jobs(REPO), AARCH64)
 # (output, target platform): the rehearse.py arguments. The Python package's cross build needs conda's
 # cross-python, which has no stand-in: linux-aarch64 rehearses its C++ and plugin jobs
 REHEARSED = {(PLUGIN, LINUX_64): ["--cuda", REHEARSED_CUDA], (CPP, LINUX_64): [],
-             (PYTHON, LINUX_64): ["--python", f"{sys.version_info[0]}.{sys.version_info[1]}"],
+             (PYTHON, LINUX_64): [],
              (PLUGIN, AARCH64): ["--cuda", AARCH64_CUDA, "--platform", AARCH64], (CPP, AARCH64): ["--platform", AARCH64]}
 # the ELF machine each platform's objects are for (recipe/check_plugin_binary.py's TARGET_MACHINES)
 MACHINES = {LINUX_64: "EM_X86_64", AARCH64: "EM_AARCH64"}
@@ -79,10 +79,10 @@ def rehearse(output: str, feedstock: Path = REPO, *extra: str, platform: str = L
                                    "--feedstock", str(feedstock), "--cache", str(CACHE)],
                                   capture_output=True, text=True, stdin=subprocess.DEVNULL)
             assert report.exists(), f"rehearse.py exit {done.returncode}: {done.stderr[-3000:]}"
-            # the stand-in environments are most of a run's size (up to 2 GB for the plugin) and the report
+            # rattler-build's environments are most of a run's size (up to 2 GB for the plugin) and the report
             # already lists what they held; the source, build tree and graph stay for the tests to read
-            for environment in ("prefix", "build_prefix"):
-                shutil.rmtree(workdir / environment, ignore_errors=True)
+            for environment in workdir.glob("rattler/bld/*/*_env*"):
+                shutil.rmtree(environment, ignore_errors=True)
     return json.loads(report.read_text()), workdir
 
 
@@ -335,16 +335,20 @@ def test_a_cpp_build_without_the_endian_patch_puts_orts_endian_h_before_the_c_li
 
 # --- the stand-ins
 
-def test_the_prefixes_hold_exactly_the_packages_the_recipe_asks_for(rehearsal: tuple[str, dict, Path]) -> None:
+def test_rattler_builds_environments_hold_the_packages_the_recipe_asks_for(rehearsal: tuple[str, dict, Path]) -> None:
+    """rattler-build solved the build and host environments from the stand-in channel: each holds every
+    package its section asks for, and the host none of the build section's tools."""
     output, report, _ = rehearsal
     platform = report["target_platform"]
     lists = read_yaml(next(p for p in sorted((REPO / ".ci_support").glob(f"{platform.replace('-', '_')}_*.yaml"))
                            if f"cuda_compiler_version{report['variant']['cuda_compiler_version']}" in p.name))
-    lists["python"] = [v for v in lists.get("python", []) if v == report["variant"].get("python")] or lists.get("python", [])[:1]
+    lists["python"] = [v for v in lists.get("python", []) if v.startswith(f"{sys.version_info[0]}.{sys.version_info[1]}.")]
     (rendered,) = [r for r in render(REPO / "recipe" / "recipe.yaml", lists, platform, LINUX_64) if r.name == output]
-    asked = {section: [spec.split()[0] for spec in rendered.recipe["requirements"].get(section, [])]
+    asked = {section: {spec.split()[0] for spec in rendered.recipe["requirements"].get(section, [])}
              for section in ("build", "host")}
-    assert report["standins"] == {k: v for k, v in asked.items() if v}, output
+    for section in ("build", "host"):
+        assert asked[section] <= set(report["standins"][section]), (output, section)
+    assert not (asked["build"] - asked["host"]) & set(report["standins"]["host"]), output
 
 
 def test_a_package_without_a_stand_in_is_refused_naming_the_table_and_the_package(feedstock: Path) -> None:

@@ -356,12 +356,16 @@ def _channel(cache: Path, job: Path, overrides: dict[str, str], asked: dict[str,
     # subdir (its log: `Platform: linux-64` above the host's specs), so the target's packages go there too,
     # each with the target platform in its build string
     host = needed(standins([job], {}, overrides, platform, subdir=BUILD_PLATFORM), asked["host"] + exported)
-    digest = hashlib.sha256(f"{sys.version} {platform}".encode())
+    digest = hashlib.sha256(sys.version.encode())
     for code in sorted(Path(__file__).parent.glob("*.py")) + [STANDINS]:
         digest.update(code.read_bytes())
-    channel = cache / "channels" / digest.hexdigest()[:16]
+    channel = cache / "channels" / f"{platform}-{digest.hexdigest()[:16]}"
+    # a channel that other code or another table made is not used again
+    for stale in channel.parent.glob(f"{platform}-*"):
+        if not stale.name.startswith(channel.name):
+            shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink()
     with cache_lock(channel):
-        roots = this_machines_roots(cache, cuda, platform)
+        roots = this_machines_roots(cache, [*build, *host], cuda, platform)
         build_channel(build, channel, roots[BUILD_PLATFORM])
         build_channel(host, channel, roots[platform])
     os.environ["RATTLER_CACHE_DIR"] = str(channel.with_name(channel.name + "-packages"))

@@ -218,7 +218,7 @@ Roots = dict[str, str]
 
 def lay_out_contents(standin: Standin, staged: Path, roots: Roots) -> None:
     """A stand-in's files on this machine: its `machine` files (each folder of the package gets what its
-    globs match, with {toolkit}, {site}, {wheels} ... filled from `roots`; symbolic links are kept as links,
+    globs match, with {toolkit}, {site}, {wheels} ... filled from `roots`, in its folders too; symbolic links are kept as links,
     wheels are unpacked), its `files` and `links`, and its activation script."""
     for inside, text in standin.files:
         (staged / inside).parent.mkdir(parents=True, exist_ok=True)
@@ -231,7 +231,7 @@ def lay_out_contents(standin: Standin, staged: Path, roots: Roots) -> None:
         activate.mkdir(parents=True, exist_ok=True)
         (activate / standin.activation_script).write_text(_activation_script(standin))
     for path, patterns, is_folder in standin.machine:
-        destination = staged / path
+        destination = staged / path.format_map(_Kept(roots))
         (destination if is_folder else destination.parent).mkdir(parents=True, exist_ok=True)
         for pattern in patterns:
             matches = sorted(glob.glob(pattern.format_map(_Kept(roots))))

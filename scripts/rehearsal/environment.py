@@ -34,7 +34,7 @@ from feedstock.architectures import NVCC_RELEASES
 from rehearsal import RehearsalError
 from rehearsal.channel import STANDINS, Roots, Standin, load_standins
 from rehearsal.downloads import (BUILD_MACHINE_WHEELS, BUILD_PLATFORM, PLATFORMS, debian_packages, debian_unpacked,
-                                 pip_download, unpacked_wheel)
+                                 pip_download, tool_python, unpacked_wheel)
 
 # the programs the compiler and binutils stand-ins carry, by their root's name: the machine's own
 PROGRAMS = {"gcc": "gcc", "gxx": "g++", "cpp": "cpp", "gcc_ar": "gcc-ar", "gcc_nm": "gcc-nm",
@@ -78,8 +78,9 @@ def machine_roots(wheels: Path, debs: list[Path], work: Path, toolkit: Path | No
     Debian's packages `debs` (PROTOBUF_DEBS); with a CUDA toolkit, the toolkit and cuDNN's folder."""
     tools = work / "tools"
     tools.mkdir(parents=True, exist_ok=True)
-    roots = {"wheels": str(wheels),
-             "site": sysconfig.get_paths()["purelib"], "python_include": sysconfig.get_paths()["include"],
+    include = sysconfig.get_paths()["include"]
+    roots = {"wheels": str(wheels), "site": sysconfig.get_paths()["purelib"], "python_include": include,
+             "python_include_inside": include.lstrip("/"),
              "python_exe": os.path.realpath(sys._base_executable)}
     for root, program in PROGRAMS.items():
         found = shutil.which(program)
@@ -147,7 +148,8 @@ def cuda_roots(cuda: str, cache: Path, platform: str = BUILD_PLATFORM) -> tuple[
                 folders = {"include": targets / "include"}
             for inside, to in folders.items():
                 if (cu13 / inside).is_dir():
-                    shutil.copytree(cu13 / inside, to, symlinks=True, dirs_exist_ok=True)
+                    # linked, not copied: the wheels' files stay unpacked in the cache beside it
+                    shutil.copytree(cu13 / inside, to, symlinks=True, dirs_exist_ok=True, copy_function=os.link)
         # the unversioned links of the -dev packages
         for library in (targets / "lib").glob("lib*.so.*"):
             link = library.with_name(library.name.split(".so")[0] + ".so")
@@ -202,15 +204,23 @@ def cross_roots(cache: Path, platform: str) -> Path:
     return root
 
 
-def this_machines_roots(cache: Path, cuda: str | None, platform: str = BUILD_PLATFORM) -> dict[str, Roots]:
+def this_machines_roots(cache: Path, chosen: list[Standin], cuda: str | None,
+                        platform: str = BUILD_PLATFORM) -> dict[str, Roots]:
     """machine_roots on this machine, for the build machine's packages and `platform`'s: the tool wheels and
-    protoc's packages downloaded into the cache, a toolkit made from PyPI's wheels for a CUDA version, and
-    for another platform the cross compiler, that platform's toolkit, and its C++ runtime (the cross
+    protoc's packages downloaded into the cache, {site} a cached environment of the PyPI packages of the
+    chosen stand-ins that take their files from there, a toolkit made from PyPI's wheels for a CUDA version,
+    and for another platform the cross compiler, that platform's toolkit, and its C++ runtime (the cross
     compiler's)."""
     wheels = pip_download(TOOL_WHEELS, cache, PLATFORMS[BUILD_PLATFORM])[0].parent
     debs = debian_packages(PROTOBUF_DEBS, "main", cache, PLATFORMS[BUILD_PLATFORM].debian_arch)
     toolkit, cudnn_root = cuda_roots(cuda, cache) if cuda else (None, None)
     roots = {BUILD_PLATFORM: machine_roots(wheels, debs, cache / "roots", toolkit, cudnn_root)}
+    site = sorted({f"{s.name}=={s.version}" for s in chosen for _, patterns, _ in s.machine
+                   if any(p.startswith("{site}") for p in patterns)})
+    if site:
+        python = tool_python(site, cache)
+        roots[BUILD_PLATFORM]["site"] = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                                       capture_output=True, text=True, check=True).stdout.strip()
     if platform != BUILD_PLATFORM:
         cross = cross_roots(cache, platform)
         target = PLATFORMS[platform]

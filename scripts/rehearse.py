@@ -2,20 +2,21 @@
 """Rehearse one output's build script against ONNX Runtime's real source, on linux-64 for PLATFORM.
 
     python3 scripts/rehearse.py onnxruntime-cpp --workdir DIR
-    python3 scripts/rehearse.py onnxruntime --python 3.11 --workdir DIR
+    python3 scripts/rehearse.py onnxruntime --workdir DIR
     python3 scripts/rehearse.py onnxruntime-ep-cuda --cuda 13.4 --workdir DIR
     python3 scripts/rehearse.py onnxruntime-ep-cuda --cuda 13.4 --platform linux-aarch64 --workdir DIR
 
 The recipe is evaluated by rattler-build's engine for the PLATFORM (default linux-64) variant in
-.ci_support/, built on linux-64: linux-aarch64 is cross-compiled, as conda-forge.yml's build_platform
-has conda-forge build it. Its build and host requirements are laid out from the stand-ins in
-scripts/rehearsal/standins.yaml (BUILD_PREFIX the build machine's, PREFIX the target's); the build
-script then runs up to its build step, where it stops and names the targets that step builds, and a
-sample of their build graph is compiled and audited as the recipe audits the plugin (see
-scripts/rehearsal/build.py). ORT's source and the archives
-its CMake fetches come from the mirror folder that ORT_SOURCE_MIRROR names, or are downloaded by the
-recipe's URL and sha256 and deps.txt's URLs and SHA1s into the cache (scripts/rehearsal/sources.py). DIR
-ends up with the source, the build tree and report.txt/report.json.
+.ci_support/, with this machine's Python, built on linux-64: linux-aarch64 is cross-compiled, as
+conda-forge.yml's build_platform has conda-forge build it. rattler-build makes its build and host
+environments from the stand-in channel of scripts/rehearsal/standins.yaml, built with this machine's files
+(scripts/rehearsal/environment.py), and runs the build script in them up to its build step, where it stops
+and names the targets that step builds; a sample of their build graph is then compiled and audited as the
+recipe audits the plugin (see scripts/rehearsal/build.py). ORT's source and the archives its CMake fetches
+come from the mirror folder that ORT_SOURCE_MIRROR names, or are downloaded by the recipe's URL and sha256
+and deps.txt's URLs and SHA1s into the cache (scripts/rehearsal/sources.py). DIR ends up with the recipe's
+copy, rattler-build's work folder (DIR/src links to its source tree, where the build tree is) and
+report.txt/report.json.
 Exit 0 when configure and every sampled compile succeeded, 1 when not, 2 on bad input or when the
 sources cannot be had.
 """

@@ -60,7 +60,7 @@ from cores import NEWEST_CORE  # noqa: E402
 from feedstock.ci_support import job_file, newest_cuda_job_file  # noqa: E402
 from feedstock.shipped_manifest import manifest_dir  # noqa: E402
 from rehearsal.channel import build_channel, standins  # noqa: E402
-from rehearsal.environment import machine_roots, recipe_copy  # noqa: E402
+from rehearsal.environment import Said, machine_roots, recipe_copy  # noqa: E402
 from rehearsal.resolve import variant_file  # noqa: E402
 from rehearsal.sources import TREES, place_trees  # noqa: E402
 
@@ -182,21 +182,6 @@ def conda_facts(package: Path) -> dict:
             "constrains": list(built.constrains), "files": sorted(str(f) for f in built.files)}
 
 
-class Said:
-    """rattler-build's own messages (its progress callback): printed as they come, and kept."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def on_log(self, event) -> None:
-        line = f"{event.level}: {event.message}"
-        self.lines.append(line)
-        print(f"rattler-build {line}", flush=True)
-
-    def on_build_step(self, event) -> None:
-        self.on_log(type("Step", (), {"level": "step", "message": f"{event.step_name}: {event.message}"}))
-
-
 def linking_findings(said: list[str]) -> list[str]:
     """rattler-build's linking checks as it reported them, after the build script: each shared library's
     links, and what it warned of (overlinking, overdepending, a library it could not find)."""
@@ -278,7 +263,7 @@ def build_outputs(plan: dict, stage: Path, work: Path, job: Path, variant_overri
         with Step(results, f"build {name}") as record:
             (variant,) = [v for v in rendered if v.recipe.to_dict()["package"]["name"] == name]
             record["variant"] = {k: str(v) for k, v in variant.variant.items()}
-            said = Said()
+            said = Said(echo=True)
             try:
                 # keep_build: the work folder, with the build script's log and ninja's, outlives the build, in
                 # bld/rattler-build_<name> (no_build_id: no time stamp in the name)
@@ -312,7 +297,7 @@ def run_tests(package: Path, channels: list[str], results: dict) -> None:
     with Step(results, f"tests {name}") as record:
         record["results"] = []
         for index in range(built_package.test_count):
-            started, said = time.monotonic(), Said()
+            started, said = time.monotonic(), Said(echo=True)
             try:
                 outcome = built_package.run_test(index, channel=channels, progress_callback=said)
                 success, lines = outcome.success, outcome.output

@@ -1,12 +1,13 @@
-"""One output's build script run against ONNX Runtime's real source, as rattler-build would run it.
+"""One output's build script run against ONNX Runtime's real source by rattler-build, in its own build
+environment of stand-ins (environment.py).
 
 The script runs verbatim up to its build step: environment, CMake configure and all. There it stops,
 as every build script does when REHEARSAL_TARGETS_FILE names a file, and leaves in that file the targets
 the step would build (recipe/cmake_common.py). The build step would take hours here, so instead the
 rehearsal records the full build graph of those targets (`ninja -t commands`, `ninja -t compdb`) and
-compiles a sample of their objects that covers each kind of translation unit. The report says what was
-sampled; a sample is not a build. The build folder is the one the recipe names (ORT_BUILD_DIR in its
-script environment), from which it lists the licence files.
+compiles a sample of their objects that covers each kind of translation unit, with the variables the
+script ran with. The report says what was sampled; a sample is not a build. The build folder is the one
+the recipe names (ORT_BUILD_DIR in its script environment), from which it lists the licence files.
 """
 
 from __future__ import annotations

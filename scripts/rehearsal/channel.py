@@ -20,6 +20,7 @@ channel. A package built against them is a rehearsal, never a conda-forge build.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import itertools
 import json
@@ -161,7 +162,8 @@ def standins(job_files: list[Path], extra: dict[str, str], overrides: dict[str, 
                         tuple((k, str(v)) for k, v in activation.get("env_append", {}).items()),
                         activation.get("script", f"{name}_activate.sh"),
                         tuple(table[facts.get("files_of", name)].get("files", {}).items()),
-                        tuple((str(k).format_map(_Kept(local)), str(v)) for k, v in facts.get("links", {}).items()),
+                        tuple((str(k).format_map(_Kept(local)), str(v).format_map(_Kept(local)))
+                              for k, v in facts.get("links", {}).items()),
                         tuple((path, (files,) if isinstance(files, str) else tuple(files), not isinstance(files, str))
                               for path, files in (
                                   (str(p).format_map(_Kept(local)), [str(f).format_map(_Kept(local)) for f in fs]
@@ -218,7 +220,8 @@ Roots = dict[str, str]
 
 def lay_out_contents(standin: Standin, staged: Path, roots: Roots) -> None:
     """A stand-in's files on this machine: its `machine` files (each folder of the package gets what its
-    globs match, with {toolkit}, {site}, {wheels} ... filled from `roots`, in its folders too; symbolic links are kept as links,
+    globs match but the names its `!` patterns match, with {toolkit}, {site}, {wheels} ... filled from
+    `roots`, in its folders too; symbolic links are kept as links,
     wheels are unpacked), its `files` and `links`, and its activation script."""
     for inside, text in standin.files:
         (staged / inside).parent.mkdir(parents=True, exist_ok=True)
@@ -233,11 +236,12 @@ def lay_out_contents(standin: Standin, staged: Path, roots: Roots) -> None:
     for path, patterns, is_folder in standin.machine:
         destination = staged / path.format_map(_Kept(roots))
         (destination if is_folder else destination.parent).mkdir(parents=True, exist_ok=True)
-        for pattern in patterns:
+        left_out = [pattern[1:] for pattern in patterns if pattern.startswith("!")]
+        for pattern in (pattern for pattern in patterns if not pattern.startswith("!")):
             matches = sorted(glob.glob(pattern.format_map(_Kept(roots))))
             if not matches:
                 raise RehearsalError(f"{STANDINS}: {standin.name}.machine: `{pattern}` matches nothing on this machine")
-            for match in map(Path, matches):
+            for match in (m for m in map(Path, matches) if not any(fnmatch.fnmatch(m.name, n) for n in left_out)):
                 target = destination / match.name if is_folder else destination
                 if match.suffix == ".whl":
                     with zipfile.ZipFile(match) as wheel:
@@ -254,7 +258,7 @@ def build_channel(chosen: list[Standin], channel: Path, roots: Roots | None = No
                   package_format: str = "conda:1") -> list[Path]:
     """Each stand-in built by rattler-build into `channel` (indexed as it goes); a package already
     there is kept. Returns the packages' paths."""
-    from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
+    from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, ToolConfiguration, VariantConfig
 
     built = []
     for standin in chosen:
@@ -270,7 +274,9 @@ def build_channel(chosen: list[Standin], channel: Path, roots: Roots | None = No
                 (recipe_dir / "recipe.yaml").write_text(json.dumps(_recipe(standin, staged)))
                 platform = RenderConfig(platform=PlatformConfig(target_platform=standin.platform))
                 (variant,) = Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig(), platform)
-                variant.run_build(output_dir=channel, channels=[channel.as_uri()], no_build_id=True,
+                # the stand-ins are Linux's: a noarch one may hold symbolic links
+                variant.run_build(tool_config=ToolConfiguration(allow_symlinks_on_windows=True),
+                                  output_dir=channel, channels=[channel.as_uri()], no_build_id=True,
                                   package_format=package_format, no_include_recipe=True)
                 shutil.rmtree(channel / "bld", ignore_errors=True)
             if not path.exists():

@@ -274,7 +274,6 @@ def recipe_copy(recipe_dir: Path, work: Path, src: Path, mirror: Path, outputs: 
     lines = [f'# {reason}\nset({name} "{value}" CACHE STRING "" FORCE)' for name, value, reason in overrides["cmake"]]
     # offline: ORT's dependency archives from the mirror, cutlass and cudnn_frontend from their trees
     lines.append(f'set(onnxruntime_CMAKE_DEPS_MIRROR_DIR "{mirror}" CACHE PATH "" FORCE)')
-    lines.append('set(FETCHCONTENT_TRY_FIND_PACKAGE_MODE NEVER CACHE STRING "" FORCE)')
     # rattler-build builds in a copy of the source tree: its SRC_DIR
     lines += [f'set(FETCHCONTENT_SOURCE_DIR_{name} "$ENV{{SRC_DIR}}/{folder}" CACHE PATH "" FORCE)'
               for name, folder in (trees or {}).items()]
@@ -313,24 +312,28 @@ def debug_session(recipe_dir: Path, variants: Path, output: str, target_platform
     chosen = [v for v in rendered if v.recipe.to_dict()["package"]["name"] == output]
     if len(chosen) != 1:
         raise RehearsalError(f"{recipe_dir / 'recipe.yaml'}: {len(chosen)} variants of {output} for {variants}")
-    said = _Said()
+    said = Said()
     try:
         return DebugSession.create(chosen[0], output_dir=output_dir, channels=[channel.as_uri()], progress_callback=said)
-    except Exception as error:  # rattler-build's errors name the step; its messages say what failed
-        raise RehearsalError(f"rattler-build: {error}: " + " | ".join(said.lines[-8:])) from None
+    except Exception as error:  # rattler-build's errors name the step; its last messages say what failed
+        raise RehearsalError(f"rattler-build: {error}: " + " | ".join(" ".join(line.split()) for line in said.lines[-8:])) from None
 
 
-class _Said:
-    """rattler-build's messages (its progress callback), kept."""
+class Said:
+    """rattler-build's own messages (its progress callback): kept, and printed as they come with `echo`."""
 
-    def __init__(self) -> None:
+    def __init__(self, echo: bool = False) -> None:
         self.lines: list[str] = []
+        self.echo = echo
 
     def on_log(self, event) -> None:
-        self.lines.append(" ".join(str(event.message).split()))
+        line = f"{event.level}: {event.message}"
+        self.lines.append(line)
+        if self.echo:
+            print(f"rattler-build {line}", flush=True)
 
     def on_build_step(self, event) -> None:
-        self.lines.append(f"{event.step_name}: {event.message}")
+        self.on_log(type("Step", (), {"level": "step", "message": f"{event.step_name}: {event.message}"}))
 
 
 def script_environment(build_env_script: Path) -> dict[str, str]:

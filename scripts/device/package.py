@@ -155,10 +155,10 @@ def write_report(results: dict, path: Path) -> None:
 
 def device_recipe(plan: dict, work: Path, src: Path, mirror: Path, configure_only: bool,
                   trees: dict[str, str] | None = None) -> tuple[Path, str]:
-    """The device's copy of the recipe (recipe_copy): the plan's outputs, for this machine's CUDA, with the
-    plan's overrides put in; and its diff."""
+    """The device's copy of the recipe (recipe_copy): the plan's outputs, the plugin for this machine's CUDA
+    (none in a plan that names none), with the plan's overrides put in; and its diff."""
     return recipe_copy(REPO / "recipe", work, src, mirror, plan["outputs"], configure_only, trees, plan["overrides"],
-                       plan["device_cuda"])
+                       plan.get("device_cuda"))
 
 
 def unpack_sources(stage: Path, work: Path, plan: dict) -> tuple[Path, dict[str, str]]:

@@ -348,11 +348,12 @@ def _channel(cache: Path, job: Path, overrides: dict[str, str], asked: dict[str,
              platform: str) -> tuple[Path, list[Standin]]:
     """The stand-ins the build and host environments take, with this machine's files: the build machine's
     for the build environment, the platform's for the host environment, with what the build environment's
-    packages export to it (their strong run_exports). The channel is kept in the cache for the code and table that made it (each
-    package is built once); rattler's package cache beside it is the channel's own, as a package of the
-    metadata-only channel has the same file name."""
+    packages export to it (their strong run_exports). The channel is kept in the cache for the code and
+    table that made it (each package is built once); rattler's package cache (RATTLER_CACHE_DIR) beside it
+    is the channel's own, as a package of the metadata-only channel has the same file name."""
     build = needed(standins([job], {}, overrides), asked["build"])
-    exported = package_names(s for standin in build for kind, specs in standin.run_exports if kind == "strong" for s in specs)
+    exported = package_names(s for standin in build for kind, specs in standin.run_exports if kind == "strong"
+                             for s in specs)
     # rattler-build (py-rattler-build 0.73) solves a cross build's host environment in the build platform's
     # subdir (its log: `Platform: linux-64` above the host's specs), so the target's packages go there too,
     # each with the target platform in its build string
@@ -379,8 +380,7 @@ def _installed(prefix: Path) -> list[str]:
 
 
 def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], recipe_dir: Path, job: Path, python: str,
-             sources: Sources,
-             workdir: Path, cache: Path, without_file: set[str], sample: bool = True,
+             sources: Sources, workdir: Path, cache: Path, without_file: set[str], sample: bool = True,
              not_rehearsed: list[str] = (), architectures: list[str] = (), newest: str = "") -> Report:
     """The output's build script run by rattler-build in the environment it makes from the stand-in channel
     for the job's variant (with this machine's Python), up to its build step; then its graph, sample and
@@ -393,12 +393,11 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
     cuda = variant.get("cuda_compiler_version")
     cuda = None if cuda in (None, "None") else cuda
     overrides = {"python": f"{python}.* *_cpython"}
-    asked = {section: [str(s).split()[0] for s in rendered["requirements"].get(section) or []] for section in ("build", "host")}
+    asked = {section: package_names(map(str, rendered["requirements"].get(section) or [])) for section in ("build", "host")}
     table = load_standins()
     for section, names in asked.items():
-        for name in names:
-            if name not in table:
-                raise RehearsalError(f"{STANDINS}: no stand-in for `{name}` (asked for in {section})")
+        if missing := [name for name in names if name not in table]:
+            raise RehearsalError(f"{STANDINS}: no stand-in for `{missing[0]}` (asked for in {section})")
     channel, chosen = _channel(cache, job, overrides, asked, cuda, target_platform)
     report.standin_notes = sorted({f"{s.name}: {s.note}" for s in chosen if s.note})
     # the tree rattler-build copies, with cutlass and cudnn_frontend where FetchContent would put them
@@ -418,7 +417,8 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
     src.unlink(missing_ok=True)
     src.symlink_to(paths.work_dir)
     # rattler-build applied the source's patches
-    patched = {str(paths.work_dir / changed): patch for source in rendered.get("source") or [] for patch in source.get("patches") or []
+    patched = {str(paths.work_dir / changed): patch
+               for source in rendered.get("source") or [] for patch in source.get("patches") or []
                for changed in re.findall(r"^\+\+\+ b/(\S+)", (recipe_dir / patch).read_text(), re.MULTILINE)}
     report.patched_sources = sorted(patched)
     targets = workdir / "build_targets.txt"

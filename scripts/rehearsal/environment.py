@@ -256,11 +256,12 @@ def needed(chosen: list[Standin], names: list[str]) -> list[Standin]:
 def recipe_copy(recipe_dir: Path, work: Path, src: Path, mirror: Path, outputs: list[str], configure_only: bool,
                 trees: dict[str, str] | None = None, overrides: dict = NO_OVERRIDES,
                 cuda: str | None = None) -> tuple[Path, str]:
-    """A feedstock's recipe/ (as rendered) copied to WORK/recipe, building `outputs` from the tree `src`, with `overrides` (a machine's
-    settings, each with its reason: context values, script variables, CMake cache settings) put in, ORT's
-    fetches taken from `mirror` and `trees`'s FETCHCONTENT_SOURCE_DIR settings (place_trees) in a toolchain
-    file; the plugin built for `cuda` alone. Returns the copy and its diff from recipe/recipe.yaml.
-    configure_only: the build scripts stop at their build step (REHEARSAL_TARGETS_FILE), and the tests go."""
+    """A feedstock's recipe/ (as rendered) copied to WORK/recipe, building `outputs` from the tree `src`, with
+    `overrides` (a machine's settings, each with its reason: context values, script variables, CMake cache
+    settings) put in, ORT's fetches taken from `mirror` and `trees`'s FETCHCONTENT_SOURCE_DIR settings
+    (place_trees) in a toolchain file; the plugin built for `cuda` alone. Returns the copy and its diff from
+    recipe/recipe.yaml. configure_only: the build scripts stop at their build step (REHEARSAL_TARGETS_FILE),
+    and the tests go."""
     target = work / "recipe"
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(recipe_dir, target)
@@ -270,7 +271,7 @@ def recipe_copy(recipe_dir: Path, work: Path, src: Path, mirror: Path, outputs: 
     recipe["source"] = {"path": str(src), "use_gitignore": False, **({"patches": patches} if patches else {})}
     for name, value, _ in overrides["context"]:
         recipe["context"][name] = value
-    toolchain = work / "device-overrides.cmake"
+    toolchain = work / "settings.cmake"
     lines = [f'# {reason}\nset({name} "{value}" CACHE STRING "" FORCE)' for name, value, reason in overrides["cmake"]]
     # offline: ORT's dependency archives from the mirror, cutlass and cudnn_frontend from their trees
     lines.append(f'set(onnxruntime_CMAKE_DEPS_MIRROR_DIR "{mirror}" CACHE PATH "" FORCE)')
@@ -295,7 +296,7 @@ def recipe_copy(recipe_dir: Path, work: Path, src: Path, mirror: Path, outputs: 
     (target / "recipe.yaml").write_text(text)
     diff = "".join(difflib.unified_diff(yaml.safe_dump(yaml.safe_load(original), sort_keys=False, width=120)
                                         .splitlines(keepends=True), text.splitlines(keepends=True),
-                                        "recipe/recipe.yaml (as rendered)", "device copy"))
+                                        "recipe/recipe.yaml (as rendered)", "copy"))
     return target, diff
 
 

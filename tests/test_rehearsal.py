@@ -1,10 +1,11 @@
 """The recipe's build scripts rehearsed against ONNX Runtime's real source (scripts/rehearse.py).
 
-Each rehearsal configures for real and compiles a sample of the build graph (linux-64:
-onnxruntime-cpp, onnxruntime for this machine's Python, onnxruntime-ep-cuda for the newest CUDA of the
-linux-64 jobs; CUDA 12 has no nvcc on PyPI; linux-aarch64, cross-compiled from linux-64 as
-conda-forge builds it: onnxruntime-cpp and onnxruntime-ep-cuda for the newest CUDA of its jobs). A rehearsal's result is kept under .cache/rehearsal/runs/, keyed by everything it
-reads, so an unchanged feedstock is not rehearsed twice on one machine. ORT's source comes from the mirror
+Each rehearsal configures for real, in the build and host environments rattler-build makes from the
+stand-in channel, and compiles a sample of the build graph (linux-64: onnxruntime-cpp, onnxruntime for
+this machine's Python, onnxruntime-ep-cuda for the newest CUDA of the linux-64 jobs; CUDA 12 has no nvcc
+on PyPI; linux-aarch64, cross-compiled from linux-64 as conda-forge builds it: onnxruntime-cpp and
+onnxruntime-ep-cuda for the newest CUDA of its jobs). A rehearsal's result is kept under
+.cache/rehearsal/runs/, keyed by everything it reads, so an unchanged feedstock is not rehearsed twice on one machine. ORT's source comes from the mirror
 ORT_SOURCE_MIRROR names or from a download (tests/support/upstream_source.py); without either, these
 tests skip and say why.
 """

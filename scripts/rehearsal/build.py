@@ -349,8 +349,7 @@ def _channel(cache: Path, job: Path, overrides: dict[str, str], asked: dict[str,
     """The stand-ins the build and host environments take, with this machine's files: the build machine's
     for the build environment, the platform's for the host environment, with what the build environment's
     packages export to it (their strong run_exports). The channel is kept in the cache for the code and
-    table that made it (each package is built once); rattler's package cache (RATTLER_CACHE_DIR) beside it
-    is the channel's own, as a package of the metadata-only channel has the same file name."""
+    table that made it: each package is built once."""
     build = needed(standins([job], {}, overrides), asked["build"])
     exported = package_names(s for standin in build for kind, specs in standin.run_exports if kind == "strong"
                              for s in specs)
@@ -370,7 +369,6 @@ def _channel(cache: Path, job: Path, overrides: dict[str, str], asked: dict[str,
         roots = this_machines_roots(cache, [*build, *host], cuda, platform)
         build_channel(build, channel, roots[BUILD_PLATFORM])
         build_channel(host, channel, roots[platform])
-    os.environ["RATTLER_CACHE_DIR"] = str(channel.with_name(channel.name + "-packages"))
     return channel, [*build, *host]
 
 
@@ -408,8 +406,13 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
     trees = place_trees(sources.trees, tree, build_dir) if output == "onnxruntime-ep-cuda" and sources.trees else {}
     copy, _ = recipe_copy(recipe_dir, workdir, tree, sources.deps_mirror, [output], configure_only=True, trees=trees)
     shutil.rmtree(workdir / "rattler", ignore_errors=True)
+    # rattler's package cache, the rehearsal's own: a package of the metadata-only channel has the same file
+    # name, and the environments, linked to its files, keep them when it goes
+    packages = workdir / "packages"
+    os.environ["RATTLER_CACHE_DIR"] = str(packages)
     session = debug_session(copy, variant_file(job, workdir, overrides), output, target_platform, channel,
                             workdir / "rattler")
+    shutil.rmtree(packages)
     shutil.rmtree(tree)
     paths = session.paths
     report.standins = {"build": _installed(paths.build_prefix), "host": _installed(paths.host_prefix)}

@@ -137,6 +137,9 @@ def standins(job_files: list[Path], extra: dict[str, str], overrides: dict[str, 
         for values in _variant_values(job_file, overrides or {}):
             values |= extra | {"cuda_target": PLATFORMS[platform].cuda_target}
             for name, entry in table.items():
+                # a compiler for one platform (gcc_linux-aarch64, ...) is made for that platform's jobs alone
+                if name.rpartition("_")[2] in PLATFORMS and name.rpartition("_")[2] != values.get("target_platform"):
+                    continue
                 facts = entry.get("conda")
                 if facts is None:
                     continue

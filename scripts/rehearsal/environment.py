@@ -157,12 +157,9 @@ def cuda_roots(cuda: str, cache: Path, platform: str = BUILD_PLATFORM) -> tuple[
                 link.symlink_to(library.name)
         # Debian non-free's driver library has NVIDIA's stub's SONAME (libcuda.so.1) and the driver API
         driver = table["cuda-driver-dev"]
-        (deb,) = debian_packages(driver["debian"], driver["suite"], cache, target.debian_arch)
-        unpacked = toolkit / "driver"
-        subprocess.run(["dpkg", "-x", str(deb), str(unpacked)], check=True)
+        (unpacked,) = debian_unpacked(driver["debian"], driver["suite"], cache, target.debian_arch)
         (library,) = unpacked.glob(f"usr/lib/{target.triplet}/nvidia/current/libcuda.so.*.*")
-        shutil.move(library, targets / "lib" / "stubs" / "libcuda.so")
-        shutil.rmtree(unpacked)
+        shutil.copy2(library, targets / "lib" / "stubs" / "libcuda.so")
         (toolkit / "made").touch()
     return toolkit, cudnn_root
 

@@ -95,6 +95,14 @@ def ort_common_cmake_args(env: Mapping[str, str]) -> list[str]:
         # the build machine's protoc (conda-forge's libprotobuf 3.21, the version ORT vendors): ORT then
         # skips building protoc, and a cross build gets one it can run
         args.append(f"-DONNX_CUSTOM_PROTOC_EXECUTABLE={env['BUILD_PREFIX']}/bin/protoc")
+    if platform.startswith("linux-"):
+        # conda-forge's compiler activation confines find_library and find_path to the environments
+        # (CMAKE_FIND_ROOT_PATH, with their modes ONLY) but leaves find_package free to search the machine's
+        # own prefixes: /usr, and the parent of every PATH entry ending in bin. ORT asks find_package before
+        # each fetch (FIND_PACKAGE_ARGS), and the recipe lists the licence files of its fetches: a machine with
+        # its own nlohmann_json (Ubuntu's nlohmann-json3-dev) had it linked in the fetch's place, and the
+        # package failed for the missing licence file
+        args.append("-DCMAKE_FIND_ROOT_PATH_MODE_PACKAGE=ONLY")
     if platform in ("linux-aarch64", "osx-arm64"):
         # Arm's KleidiAI kernels in MLAS: upstream's build.py passes this for every build unless
         # --no_kleidiai (tools/ci_build/build.py), and ORT's CMake turns it off on other CPUs

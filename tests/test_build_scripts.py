@@ -67,6 +67,7 @@ STANDARD_CMAKE_VARIABLES = {
     "CMAKE_CUDA_VISIBILITY_PRESET": "CMake: default CUDA_VISIBILITY_PRESET, keeping the plugin's CUDA symbols private",
     "CMAKE_CUDA_HOST_COMPILER": "CMake: nvcc's -ccbin in every nvcc command, the cross g++ when cross-compiling",
     "CMAKE_PROJECT_onnxruntime_INCLUDE": "CMake: a file run after ORT's project(), renaming the Windows core library",
+    "CMAKE_FIND_ROOT_PATH_MODE_PACKAGE": "CMake: find_package searches the environments (CMAKE_FIND_ROOT_PATH) alone",
 }
 
 # A few of what conda-forge's compiler activation puts in CMAKE_ARGS, which the scripts pass on

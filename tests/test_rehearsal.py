@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -29,6 +30,7 @@ from feedstock.cuda_targets import nvcc_targets, number
 from rattler_render import render
 from rehearsal.build import dependencies
 from rehearsal.channel import load_standins
+from rehearsal.downloads import debian_unpacked
 from rehearsal.sources import Sources
 from support.upstream_source import CACHE, archives_cmake_took, sources
 from support.yaml_files import read_yaml
@@ -66,19 +68,25 @@ def _digest(feedstock: Path, args: list[str], located: Sources, platform: str) -
     return digest.hexdigest()[:16]
 
 
-def rehearse(output: str, feedstock: Path = REPO, *extra: str, platform: str = LINUX_64) -> tuple[dict, Path]:
-    """The report and work folder of a rehearsal, run unless an identical one is cached."""
+def rehearse(output: str, feedstock: Path = REPO, *extra: str, platform: str = LINUX_64,
+             machine_prefix: Path | None = None) -> tuple[dict, Path]:
+    """The report and work folder of a rehearsal, run unless an identical one is cached. machine_prefix: a
+    prefix of this machine's own, as /usr is, reachable through PATH (its bin folder first there)."""
     args = [output, *REHEARSED[output, platform], *extra]
     located = sources(*dependencies(output, platform))
-    workdir = CACHE / "runs" / f"{output}-{_digest(feedstock, args, located, platform)}"
+    env, key = None, args
+    if machine_prefix is not None:
+        env = {**os.environ, "PATH": f"{machine_prefix / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+        key = [*args, f"PATH from {machine_prefix}"]
+    workdir = CACHE / "runs" / f"{output}-{_digest(feedstock, key, located, platform)}"
     report = workdir / "report.json"
     # a worker beside this one may be making the same rehearsal: it is made once
     with cache_lock(workdir):
         if not report.exists():
             shutil.rmtree(workdir, ignore_errors=True)
-            done = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse.py"), *args, "--workdir", str(workdir),
-                                   "--feedstock", str(feedstock), "--cache", str(CACHE)],
-                                  capture_output=True, text=True, stdin=subprocess.DEVNULL)
+            command = [sys.executable, str(REPO / "scripts" / "rehearse.py"), *args,
+                       "--workdir", str(workdir), "--feedstock", str(feedstock), "--cache", str(CACHE)]
+            done = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env)
             assert report.exists(), f"rehearse.py exit {done.returncode}: {done.stderr[-3000:]}"
             # rattler-build's environments are most of a run's size (up to 2 GB for the plugin) and the report
             # already lists what they held; the source, build tree and graph stay for the tests to read
@@ -303,6 +311,19 @@ def test_a_listed_licence_file_that_is_not_there_is_reported(feedstock: Path) ->
     (cpp,) = [o for o in read_yaml(scratch / "recipe" / "recipe.yaml")["outputs"] if o["package"]["name"] == CPP]
     build_dir = cpp["build"]["script"]["env"]["ORT_BUILD_DIR"]
     assert report["licence_files_missing"] == [f"{build_dir}/_deps/re2-src/COPYING"]
+
+
+def test_a_cmake_package_of_the_machines_own_is_not_taken_for_a_fetch() -> None:
+    # Debian's nlohmann_json (3.11; ORT takes 3.10 or newer from find_package), as the GPU machine's /usr held
+    # Ubuntu's, which ORT linked in place of its fetch (docs/gpu-runs/2026-12-03-shared-environment-second-loan.md).
+    # Its prefix here is the parent of a PATH entry ending in bin, which find_package searches as it does /usr
+    (unpacked,) = debian_unpacked(["nlohmann-json3-dev"], "main", CACHE, "amd64")
+    prefix = unpacked / "usr"
+    (prefix / "bin").mkdir(exist_ok=True)
+    assert list(prefix.glob("share/cmake/nlohmann_json/nlohmann_jsonConfig.cmake"))
+    report, _ = rehearse(CPP, REPO, "--no-sample", machine_prefix=prefix)
+    assert report["configure_ok"], report["configure_error"]
+    assert "nlohmann_json" in report["fetched_dependencies"] and report["licence_files_missing"] == []
 
 
 def test_an_architecture_cuda_13_dropped_fails_configure(feedstock: Path) -> None:

@@ -50,27 +50,28 @@ def _run(command: list[str], **kwargs) -> None:
 
 
 def pip_download(requirements: list[str], cache: Path, platform: Platform) -> list[Path]:
+    """Each `name==version` requirement's wheel for `platform` (for the build machine, where BUILD_MACHINE_WHEELS
+    names it), downloaded into the cache unless it is there."""
     folder = cache / "wheels"
     folder.mkdir(parents=True, exist_ok=True)
     wheels = []
-    build_machine = platform
     for requirement in requirements:
         name, _, version = requirement.partition("==")
         stem = f"{name.replace('-', '_')}-{version}-"
-        platform = PLATFORMS[BUILD_PLATFORM] if name in BUILD_MACHINE_WHEELS else build_machine
+        runs_on = PLATFORMS[BUILD_PLATFORM] if name in BUILD_MACHINE_WHEELS else platform
 
         def matching() -> list[Path]:
             return [w for w in folder.glob("*.whl") if w.name.startswith(stem)
-                    and (w.name.endswith(f"_{platform.machine}.whl") or w.name.endswith("-any.whl"))]
+                    and (w.name.endswith(f"_{runs_on.machine}.whl") or w.name.endswith("-any.whl"))]
 
         found = matching()
         if not found:
-            wanted = [argument for tag in platform.wheel_platforms for argument in ("--platform", tag)]
+            wanted = [argument for tag in runs_on.wheel_platforms for argument in ("--platform", tag)]
             _run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
                   "--no-deps", "--only-binary=:all:", *wanted, "-d", str(folder), requirement])
             found = matching()
         if not found:
-            raise RehearsalError(f"pip download {requirement} left no {platform.machine} wheel in {folder}")
+            raise RehearsalError(f"pip download {requirement} left no {runs_on.machine} wheel in {folder}")
         wheels.append(found[0])
     return wheels
 

@@ -138,7 +138,8 @@ def standins(job_files: list[Path], extra: dict[str, str], overrides: dict[str, 
             values |= extra | {"cuda_target": PLATFORMS[platform].cuda_target}
             for name, entry in table.items():
                 # a compiler for one platform (gcc_linux-aarch64, ...) is made for that platform's jobs alone
-                if name.rpartition("_")[2] in PLATFORMS and name.rpartition("_")[2] != values.get("target_platform"):
+                suffix = name.rpartition("_")[2]
+                if suffix in PLATFORMS and suffix != values.get("target_platform"):
                     continue
                 facts = entry.get("conda")
                 if facts is None:

@@ -325,13 +325,15 @@ class Said:
         self.echo = echo
 
     def on_log(self, event) -> None:
-        line = f"{event.level}: {event.message}"
+        self._keep(f"{event.level}: {event.message}")
+
+    def on_build_step(self, event) -> None:
+        self._keep(f"step: {event.step_name}: {event.message}")
+
+    def _keep(self, line: str) -> None:
         self.lines.append(line)
         if self.echo:
             print(f"rattler-build {line}", flush=True)
-
-    def on_build_step(self, event) -> None:
-        self.on_log(type("Step", (), {"level": "step", "message": f"{event.step_name}: {event.message}"}))
 
 
 def script_environment(build_env_script: Path) -> dict[str, str]:

@@ -138,8 +138,8 @@ def standins(job_files: list[Path], extra: dict[str, str], overrides: dict[str, 
             values |= extra | {"cuda_target": PLATFORMS[platform].cuda_target}
             for name, entry in table.items():
                 # a compiler for one platform (gcc_linux-aarch64, ...) is made for that platform's jobs alone
-                suffix = name.rpartition("_")[2]
-                if suffix in PLATFORMS and suffix != values.get("target_platform"):
+                only_for = name.rpartition("_")[2]
+                if only_for in PLATFORMS and only_for != values.get("target_platform"):
                     continue
                 facts = entry.get("conda")
                 if facts is None:

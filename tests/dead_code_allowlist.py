@@ -55,6 +55,7 @@ pytest_timeout_set_timer  # noqa: B018
 pytest_timeout_cancel_timer  # noqa: B018
 
 # rattler-build calls the methods of a progress callback (scripts/rehearsal/environment.py's Said).
+on_log  # noqa: B018
 on_build_step  # noqa: B018
 
 # torch calls a module's `forward` when the module is called (scripts/device/speed.py's Encoder).

@@ -70,8 +70,9 @@ def main(env: dict[str, str]) -> None:
         fail(f"setup.py bdist_wheel left {len(wheels)} wheels in {env['ORT_BUILD_DIR']}/dist, not one")
     run([env["PYTHON"], "-m", "pip", "install", "--no-deps", "--no-build-isolation", str(wheels[0])], env)
     # conda-forge's auto-registration of the EP plugins installed in this environment: copies
-    # ep_autoregister.py to onnxruntime/_conda_ep_autoregister.py, appends init_hook.py to
-    # onnxruntime/__init__.py and adds the upstream-compatible onnxruntime_ep_cuda helper package
+    # ep_autoregister.py to onnxruntime/_conda_ep_autoregister.py and its manifest reader beside it,
+    # appends init_hook.py to onnxruntime/__init__.py and adds the upstream-compatible
+    # onnxruntime_ep_cuda helper package
     run([env["PYTHON"], str(Path(env["RECIPE_DIR"], "python", "install_autoregistration.py")), env["SP_DIR"]], env)
 
 

@@ -873,6 +873,8 @@ def test_python_build_installs_the_ep_autoregistration(tmp_path, source_tree, pl
     package = site_packages / "onnxruntime"
     python_dir = RECIPE / "python"
     assert (package / "_conda_ep_autoregister.py").read_text() == (python_dir / "ep_autoregister.py").read_text()
+    reader = (python_dir / "onnxruntime_ep_cuda" / "_manifest.py").read_text()
+    assert (package / "_conda_ep_manifest.py").read_text() == reader
     init = (package / "__init__.py").read_text()
     assert init.startswith("__version__ = '1.30.0'\n") and init.endswith((python_dir / "init_hook.py").read_text())
     helper = site_packages / "onnxruntime_ep_cuda" / "__init__.py"

@@ -10,11 +10,15 @@ manifests and scratch files into the prefix, and the `prefix` fixture removes th
 from __future__ import annotations
 
 import ctypes.util
+import json
 import os
 import re
 import shutil
+import signal
+import socket
+import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +44,7 @@ GGML = ["onnxruntime==1.30.0", "onnxruntime-ggml==0.2.0", "onnx==1.23.2"]
 WEBGPU = "WebGpuExecutionProvider"
 WEBGPU_PACKAGE = "onnxruntime-ep-webgpu"
 WEBGPU_LIBRARY = Path("onnxruntime_ep_webgpu", "libonnxruntime_providers_webgpu.so")
-AUTOREGISTER_MODULES = {"onnxruntime._conda_ep_autoregister", "onnxruntime_ep_cuda", "onnxruntime_ep_cuda._manifest"}
+AUTOREGISTER_MODULES = {"onnxruntime._conda_ep_autoregister", "onnxruntime._conda_ep_manifest"}
 
 
 @dataclass(frozen=True)
@@ -221,7 +225,7 @@ def test_import_without_manifests_loads_only_the_autoregistration_modules(prefix
 
 
 def test_import_survives_a_missing_manifest_reader(prefix: Prefix) -> None:
-    reader = prefix.site_packages / "onnxruntime_ep_cuda"
+    reader = prefix.site_packages / "onnxruntime" / "_conda_ep_manifest.py"
     hidden = prefix.scratch() / reader.name
     reader.rename(hidden)
     try:
@@ -277,3 +281,151 @@ def system_libm() -> Path:
             if line.rstrip().endswith(f"/{name}"):
                 return Path(line.split()[-1])
     raise FileNotFoundError(f"{name} is not mapped into this process")
+
+
+# What a careless or hostile manifest costs: only itself. Each refusal is one warning naming it, the import is
+# neither blocked nor made to read without bound, and the healthy plugin beside it still registers.
+def fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def endless_device(path: Path) -> None:
+    path.symlink_to("/dev/zero")
+
+
+def unix_socket(path: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+
+
+def directory(path: Path) -> None:
+    path.mkdir()
+
+
+def oversized(path: Path) -> None:
+    path.write_text(json.dumps(plugin_manifest("a-hostile", "Hostile", "lib/x.so")) + " " * 1024 * 1024)
+
+
+@pytest.mark.parametrize(("make", "reason"), [
+    (fifo, "is not a regular file"),
+    (endless_device, "is not a regular file"),
+    (unix_socket, "cannot be read"),
+    (directory, "is not a regular file"),
+    (oversized, "more than a manifest may have"),
+])
+def test_a_manifest_that_is_no_small_regular_file_is_refused_unread(
+        prefix: Prefix, make: Callable[[Path], None], reason: str) -> None:
+    hostile = prefix.root / MANIFEST_DIR / "a-hostile.json"
+    hostile.parent.mkdir(parents=True, exist_ok=True)
+    make(hostile)
+    webgpu_manifest(prefix)
+    report = probe_webgpu(prefix)
+    assert_one_warning(report, hostile, reason)
+    assert "already registered" in report["registration"]
+
+
+# each breaks the reader of an unguarded loop: the recursion limit, realpath's NUL, a name the core cuts at its NUL
+READER_BREAKERS = {
+    "nesting 1,000 deep": ("[" * 1000 + "]" * 1000, "nested too deeply"),
+    "a NUL in the library": (plugin_manifest("{package}", "Breaker", "lib/x\u0000.so"), "library"),
+    "a NUL in the registration name": (plugin_manifest("{package}", "Breaker\u0000evil", "lib/x.so"),
+                                       "registration_name"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(READER_BREAKERS))
+def test_a_manifest_that_breaks_the_reader_costs_only_itself(prefix: Prefix, case: str) -> None:
+    content, reason = READER_BREAKERS[case]
+    # one sorts before the healthy manifest and one after it
+    broken = [write_manifest(prefix.root, package, json.loads(json.dumps(content).replace("{package}", package))
+                             if isinstance(content, dict) else content) for package in ("a-broken", "z-broken")]
+    webgpu_manifest(prefix)
+    report = probe(prefix.python, "--register", "Breaker", str(prefix.webgpu_library()))
+    messages = [warning["message"] for warning in report["warnings"]]
+    assert [sum(str(path) in message for message in messages) for path in broken] == [1, 1], messages
+    assert all(reason in message for message in messages), messages
+    assert report["ep_names"] == ["CPUExecutionProvider"]
+    # nothing holds the name "Breaker" (the core cuts a name at its NUL), and the wrapper was installed
+    assert report["registration"] == "accepted"
+    webgpu = probe_webgpu(prefix)
+    assert "already registered" in webgpu["registration"]
+    assert webgpu["application_registration"] == "accepted"
+
+
+def test_a_library_the_core_refuses_is_not_counted_as_registered_whatever_its_path_says(prefix: Prefix) -> None:
+    libm = prefix.scratch() / "already registered" / "libm.so.6"
+    libm.parent.mkdir()
+    shutil.copyfile(system_libm(), libm)
+    manifest = webgpu_manifest(prefix, prefix.relative(libm))
+    report = probe(prefix.python, "--register", WEBGPU, str(libm))
+    assert_one_warning(report, manifest, "onnxruntime refused")
+    assert report["application_registration"].startswith("refused"), report
+
+
+@pytest.mark.parametrize(("field", "value", "shown"), [
+    ("library", "lib/\u001b[31mFAKE.so", "\\x1b[31mFAKE.so"),
+    ("manifest_version", "x" * 50_000, "'xxxxxxxx"),
+])
+def test_warnings_quote_the_manifest_escaped_and_cut(prefix: Prefix, field: str, value: str, shown: str) -> None:
+    manifest = write_manifest(prefix.root, "a-loud", {**plugin_manifest("a-loud", "Loud", "lib/x.so"), field: value})
+    [warning] = probe_webgpu(prefix)["warnings"]
+    assert str(manifest) in warning["message"]
+    assert shown in warning["message"]
+    assert "\u001b" not in warning["message"]
+    assert len(warning["message"]) < 1000
+
+
+@pytest.mark.parametrize(("value", "registers"), [
+    ("1", False), ("true", False), ("Yes", False), ("on", False),
+    ("", True), ("0", True), ("false", True), ("No", True), ("off", True),
+])
+def test_the_disable_variable_reads_the_values_the_readme_names(prefix: Prefix, value: str, registers: bool) -> None:
+    webgpu_manifest(prefix)
+    report = probe_webgpu(prefix, env={"ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION": value})
+    assert report["warnings"] == []
+    assert ("already registered" in report["registration"]) is registers
+
+
+def test_a_disable_value_it_does_not_know_turns_it_off_and_says_which_it_knows(prefix: Prefix) -> None:
+    webgpu_manifest(prefix)
+    report = probe_webgpu(prefix, env={"ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION": "please"})
+    [warning] = report["warnings"]
+    assert "ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION='please'" in warning["message"]
+    assert "1, true, yes, on" in warning["message"]
+    assert report["registration"] == "accepted"
+
+
+def test_a_library_that_is_a_directory_is_named_so(prefix: Prefix) -> None:
+    folder = prefix.scratch() / "libfolder.so"
+    folder.mkdir()
+    manifest = webgpu_manifest(prefix, prefix.relative(folder))
+    assert_one_warning(probe_webgpu(prefix), manifest, "is not a regular file")
+
+
+def test_a_folder_named_like_the_helper_in_the_working_directory_changes_nothing(prefix: Prefix, tmp_path: Path) -> None:
+    decoy = tmp_path / "onnxruntime_ep_cuda"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise SystemExit('the decoy ran')\n")
+    (decoy / "_manifest.py").write_text("raise SystemExit('the decoy ran')\n")
+    webgpu_manifest(prefix)
+    register_again = ("import warnings, onnxruntime as ort\n"
+                      f"try: ort.capi._pybind_state.register_execution_provider_library({WEBGPU!r}, "
+                      f"{str(prefix.webgpu_library())!r})\n"
+                      "except Exception as error: print(error)\n")
+    result = run(prefix.python, "-W", "always", "-c", register_again, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "already registered" in result.stdout, result.stdout + result.stderr
+    assert "Warning" not in result.stderr, result.stderr
+
+
+def test_the_manifest_of_a_library_that_kills_the_process_is_named_before_it_loads(
+        prefix: Prefix, gcc: str, tmp_path: Path) -> None:
+    source = tmp_path / "abort.c"
+    source.write_text("#include <stdlib.h>\n__attribute__((constructor)) static void die(void) { abort(); }\n")
+    library = prefix.scratch() / "libaborts.so"
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    manifest = webgpu_manifest(prefix, prefix.relative(library), package="a-aborts")
+    with_debug_log = "import logging; logging.basicConfig(level=logging.DEBUG); import onnxruntime"
+    result = run(prefix.python, "-c", with_debug_log)
+    assert result.returncode == -signal.SIGABRT, result.stderr
+    assert str(manifest) in result.stderr and str(library.resolve()) in result.stderr, result.stderr

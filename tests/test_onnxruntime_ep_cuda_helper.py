@@ -70,3 +70,14 @@ def test_helper_with_a_library_missing_says_so(prefix: Path) -> None:
     error, message = ask_helper(prefix)
     assert error == "ManifestError"
     assert message.endswith(f"library {(prefix / CUDA_LIBRARY).resolve()} does not exist")
+
+
+@pytest.mark.parametrize(("content", "reason"), [
+    ("[" * 1000 + "]" * 1000, "is not valid JSON: nested too deeply"),
+    (plugin_manifest("onnxruntime-ep-cuda", "CUDAExecutionProvider", "lib/x\u0000.so"),
+     r"library must be a non-empty string of printable characters, not 'lib/x\x00.so'"),
+])
+def test_helper_answers_a_broken_manifest_with_a_manifest_error_only(
+        prefix: Path, content: dict[str, object] | str, reason: str) -> None:
+    manifest = write_manifest(prefix, "onnxruntime-ep-cuda", content)
+    assert ask_helper(prefix) == ["ManifestError", f"{manifest}: {reason}"]

@@ -1,10 +1,19 @@
 """Registers the plugin EPs that conda packages installed in this environment, at `import onnxruntime`.
 
-conda-forge installs this module as `onnxruntime/_conda_ep_autoregister.py`. It also appends a call
-to `register_installed_plugins()` at the end of `onnxruntime/__init__.py`. Each EP package, such as
-`onnxruntime-ep-cuda`, installs a manifest. The format and the trust rules are defined in
-`onnxruntime_ep_cuda/_manifest.py`. Set ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION=1 to switch this
-off.
+conda-forge installs this module as `onnxruntime/_conda_ep_autoregister.py`, and the manifest reader
+(`onnxruntime_ep_cuda/_manifest.py`, which defines the format and the trust rules) beside it as
+`onnxruntime/_conda_ep_manifest.py`. It also appends a call to `register_installed_plugins()` at the
+end of `onnxruntime/__init__.py`. Each EP package, such as `onnxruntime-ep-cuda`, installs a manifest.
+
+Each manifest is its own unit: whatever reading, checking or registering it does ends as one
+`EpAutoregistrationWarning` naming it, and the others go on. A library counts as registered only when
+the core has accepted it. Before the core loads a library, the logger of this module says at debug
+level which manifest named it, so that a library that kills the process can be traced:
+
+    python -c "import logging; logging.basicConfig(level=logging.DEBUG); import onnxruntime"
+
+ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION=1 (or true, yes, on) switches this off; 0, false, no, off or
+an empty value leave it on. Any other value switches it off too, with a warning.
 """
 
 from __future__ import annotations
@@ -17,11 +26,12 @@ import warnings
 import onnxruntime
 
 DISABLE_VARIABLE = "ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION"
+_SWITCHES_OFF = ("1", "true", "yes", "on")
+_LEAVES_ON = ("", "0", "false", "no", "off")
 
-# When the name is already taken, the cores answer "library is already registered under <name>"
-# (seen on 1.24.4 and 1.30.0) or "EP library is already registered under <name>" (1.32.0). Upstream's
-# registration of a bundled CUDA plugin, in its own onnxruntime/__init__.py, matches the same words.
-_ALREADY_REGISTERED = "already registered"
+# name -> library, for each library this process registered and the core accepted. It outlives
+# importlib.reload(onnxruntime), which runs the hook again while the core still holds the libraries.
+_registered: dict[str, str] = {}
 
 
 class EpAutoregistrationWarning(RuntimeWarning):
@@ -30,63 +40,75 @@ class EpAutoregistrationWarning(RuntimeWarning):
 
 def register_installed_plugins() -> None:
     """Register each manifest's library, and warn once for each manifest that fails. Never raises."""
-    if os.environ.get(DISABLE_VARIABLE, "") not in ("", "0"):
-        return
-    registered: dict[str, str] = {}
-    try:
-        failures = _register_all(os.path.dirname(os.path.abspath(__file__)), registered)
-        if registered:
-            _accept_repeated_registration(registered)
-    except Exception as error:  # noqa: BLE001 - a bug in this module must not break `import onnxruntime` either
-        failures = [(__file__, f"unexpected {error!r}")]
+    value = os.environ.get(DISABLE_VARIABLE, "")
+    if value.strip().lower() in _LEAVES_ON:
+        said = _register_all(os.path.dirname(os.path.abspath(__file__)))
+    elif value.strip().lower() in _SWITCHES_OFF:
+        said = []
+    else:
+        said = [f"{DISABLE_VARIABLE}={value[:40]!r} is none of {', '.join(_SWITCHES_OFF)} (off) or "
+                f"{', '.join(repr(v) if not v else v for v in _LEAVES_ON)} (on): EP auto-registration is off"]
+    _accept_repeated_registration()
     # The warnings come after every registration has been tried. Under `-W error` the first warning
     # raises; suppressing it keeps the import working and the healthy plugins registered.
     with contextlib.suppress(EpAutoregistrationWarning):
-        for path, reason in failures:
-            warnings.warn(
-                f"EP auto-registration skipped {path}: {reason} (set {DISABLE_VARIABLE}=1 to turn it off)",
-                EpAutoregistrationWarning,
-                stacklevel=2,
-            )
+        for message in said:
+            warnings.warn(message, EpAutoregistrationWarning, stacklevel=2)
 
 
-def _register_all(package_dir: str, registered: dict[str, str]) -> list[tuple[str, str]]:
-    """Register every installed manifest into `registered` (name -> library).
-
-    Returns (manifest, reason) for each one that failed."""
-    # Imported here, inside the caller's safety net: a missing reader becomes a warning,
-    # not an ImportError in onnxruntime/__init__.py.
-    from onnxruntime_ep_cuda._manifest import (  # noqa: PLC0415
-        ManifestError,
-        library_path,
-        load_manifest,
-        manifest_paths,
-        prefix_of,
-    )
-
-    prefix = prefix_of(package_dir)
+def _register_all(package_dir: str) -> list[str]:
+    """Register every installed manifest; one message for each that failed."""
     try:
-        paths = manifest_paths(prefix)
-    except ManifestError as error:
-        return [(error.path, error.reason)]
-    failures: list[tuple[str, str]] = []
+        # inside this package, so that nothing on sys.path (a folder in the working directory) stands in
+        import onnxruntime._conda_ep_manifest as reader  # noqa: PLC0415
+    except Exception as error:  # noqa: BLE001 - a broken install must not break `import onnxruntime`
+        return [_skipped(__file__, f"its manifest reader cannot be imported: {error!r}")]
+    prefix = reader.prefix_of(package_dir)
+    try:
+        paths = reader.manifest_paths(prefix)
+    except reader.ManifestError as error:
+        return [_skipped(reader.escaped(error.path), error.reason)]
+    said = []
     claimed: dict[str, str] = {}
     for path in paths:
         try:
-            manifest = load_manifest(path)
-            library = library_path(manifest, prefix)
-        except ManifestError as error:
-            failures.append((path, error.reason))
-            continue
-        reason = _claim(claimed, manifest.registration_name, path) or _register(manifest.registration_name, library)
+            reason = _register(reader, path, prefix, claimed)
+        except reader.ManifestError as error:
+            reason = error.reason
+        except Exception as error:  # noqa: BLE001 - whatever one manifest does costs that manifest only
+            reason = f"unexpected {type(error).__name__}: {reader.shown(str(error))}"
         if reason:
-            failures.append((path, reason))
-        else:
-            registered[manifest.registration_name] = library
-    return failures
+            said.append(_skipped(reader.escaped(path), reason))
+    return said
 
 
-def _accept_repeated_registration(registered: dict[str, str]) -> None:
+def _register(reader, path: str, prefix: str, claimed: dict[str, str]) -> str | None:  # noqa: ANN001
+    """Register the library of the manifest at `path`; why not, if it was not."""
+    manifest = reader.load_manifest(path)
+    library = reader.library_path(manifest, prefix)
+    name = manifest.registration_name
+    # The core would hide this clash: it refuses any library under a taken name as "already registered".
+    owner = claimed.setdefault(name, path)
+    if owner != path:
+        return f"registration name {reader.shown(name)} is already used by {reader.escaped(owner)}"
+    if _registered.get(name) == library:
+        return None  # registered by an earlier run of this hook in this process
+    import logging  # noqa: PLC0415 - not at the top: only environments with a manifest pay for it
+
+    logging.getLogger(__name__).debug("registering %s, named by %s", library, path)
+    try:
+        onnxruntime.register_execution_provider_library(name, library)
+    except Exception as error:  # noqa: BLE001 - the cores raise Fail; any refusal warns, never fails the import
+        return f"onnxruntime refused {library}: {reader.escaped(str(error))}"
+    _registered[name] = library
+    return None
+
+
+def _skipped(path: str, reason: str) -> str:
+    return f"EP auto-registration skipped {path}: {reason} (set {DISABLE_VARIABLE}=1 to turn it off)"
+
+
+def _accept_repeated_registration() -> None:
     """Let code written for upstream's wheels register the plugin itself, as it always does.
 
     After auto-registration the core would refuse that call ("already registered"). Registering the
@@ -98,31 +120,14 @@ def _accept_repeated_registration(registered: dict[str, str]) -> None:
 
     @functools.wraps(register)
     def register_execution_provider_library(registration_name: str, path: str) -> None:
-        if registered.get(registration_name) == os.path.realpath(path):
+        if _registered.get(registration_name) == os.path.realpath(path):
             return None
         return register(registration_name, path)
 
     @functools.wraps(unregister)
     def unregister_execution_provider_library(registration_name: str) -> None:
-        registered.pop(registration_name, None)
+        _registered.pop(registration_name, None)
         return unregister(registration_name)
 
     onnxruntime.register_execution_provider_library = register_execution_provider_library
     onnxruntime.unregister_execution_provider_library = unregister_execution_provider_library
-
-
-def _claim(claimed: dict[str, str], name: str, path: str) -> str | None:
-    """Refuse a second manifest with the same registration name. The core would hide the clash:
-    for any library under a name already taken, it says "already registered"."""
-    owner = claimed.setdefault(name, path)
-    return None if owner == path else f"registration name {name!r} is already used by {owner}"
-
-
-def _register(name: str, library: str) -> str | None:
-    try:
-        onnxruntime.register_execution_provider_library(name, library)
-    except Exception as error:  # noqa: BLE001 - the cores raise Fail; any refusal warns, never fails the import
-        if _ALREADY_REGISTERED in str(error):
-            return None  # registered earlier, by the user or by an earlier import: it is there either way
-        return f"onnxruntime refused {library}: {error}"
-    return None

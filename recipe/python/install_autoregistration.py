@@ -27,7 +27,9 @@ def install_helper(site_packages: Path) -> None:
 
 
 def install_hook(site_packages: Path) -> None:
-    """Install `_conda_ep_autoregister.py` and append its call to `onnxruntime/__init__.py`."""
+    """Install `_conda_ep_autoregister.py` with its manifest reader beside it, and append its call to
+    `onnxruntime/__init__.py`. The hook imports the reader from inside the onnxruntime package, where
+    nothing on sys.path can stand in for it."""
     package = site_packages / "onnxruntime"
     init = package / "__init__.py"
     source = init.read_text(encoding="utf-8")
@@ -35,6 +37,7 @@ def install_hook(site_packages: Path) -> None:
     if hook in source:
         raise SystemExit(f"{init} already has the EP auto-registration hook")
     shutil.copyfile(HERE / "ep_autoregister.py", package / "_conda_ep_autoregister.py")
+    shutil.copyfile(HERE / "onnxruntime_ep_cuda" / "_manifest.py", package / "_conda_ep_manifest.py")
     init.write_text(f"{source.rstrip()}\n\n\n{hook}", encoding="utf-8")
 
 

@@ -82,8 +82,10 @@ def write_manifest(prefix: Path, package: str, content: dict[str, object] | str)
 
 
 def probe(python: Path, *args: str, env: dict[str, str] | None = None) -> ProbeReport:
-    """Run `ep_probe.py` under `python` and return its report. The import must not raise."""
-    result = run(python, str(PROBE), *args, env=env)
+    """Run `ep_probe.py` under `python` and return its report. The import must not raise, nor take a minute
+    (an import takes seconds; one that blocks on a manifest fails here), nor 2 GiB of address space (an
+    import takes 0.2 GiB; one that reads an endless manifest fails here)."""
+    result = run(python, str(PROBE), *args, env=env, timeout=60, memory=2 * 1024**3)
     if result.returncode != 0:
         raise subprocess.SubprocessError(f"ep_probe.py {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
     report: ProbeReport = json.loads(result.stdout.splitlines()[-1])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import resource
 import subprocess
 from pathlib import Path
 from typing import NoReturn
@@ -46,12 +47,19 @@ def site_packages(python: Path) -> Path:
     return Path(out.stdout.strip())
 
 
-def run(python: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run(python: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None,
+        memory: int | None = None) -> subprocess.CompletedProcess[str]:
+    """`python ARGS`, without the caller's PYTHON* variables; `memory` bounds its address space in bytes."""
     merged = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     merged.update(env or {})
+
+    def bound() -> None:
+        if memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
     return subprocess.run(
-        [str(python), *args], capture_output=True, text=True, env=merged, timeout=timeout,
-        stdin=subprocess.DEVNULL,
+        [str(python), *args], capture_output=True, text=True, env=merged, timeout=timeout, cwd=cwd,
+        stdin=subprocess.DEVNULL, preexec_fn=bound,
     )
 
 

@@ -1,11 +1,9 @@
 """EP plugin manifests: where conda packages install them, what they say, and what is trusted.
 
 This is the one definition of the format. `onnxruntime/_conda_ep_autoregister.py` reads it at every
-`import onnxruntime`, and `onnxruntime_ep_cuda` answers upstream's helper calls from it. It lives in
-this package, not in `onnxruntime`, because importing any `onnxruntime.*` module first runs
-`onnxruntime/__init__.py`, and the helper must stay light. At module level it imports only what
-`import onnxruntime` has already loaded (`os`, `typing`): it runs during every `import onnxruntime`,
-and most environments have no manifest.
+`import onnxruntime`, and `onnxruntime_ep_cuda` answers upstream's helper calls from it. At module
+level it imports only what `import onnxruntime` has already loaded (`os`, `stat`, `typing`): it runs
+during every `import onnxruntime`, and most environments have no manifest.
 
 A manifest is `<prefix>/share/onnxruntime/ep-plugins/<package>.json`
 (`<prefix>/Library/share/...` on Windows):
@@ -16,14 +14,29 @@ A manifest is `<prefix>/share/onnxruntime/ep-plugins/<package>.json`
 
 `library` is relative to the prefix and uses forward slashes. A library that resolves outside the
 prefix is refused, whether through `..`, an absolute path or a symlink.
+
+Any package can drop a file in that folder, so a manifest is read as untrusted input: only a regular
+file of at most MAX_BYTES is read, opened without blocking (a FIFO or a device is refused unread);
+text values must be printable (a NUL would cut a name or a path short inside the core); and every
+value a message quotes goes through `shown`, escaped and cut. Reading, checking and resolving a
+manifest raise ManifestError and nothing else.
+
+The same file is installed twice: as `onnxruntime/_conda_ep_manifest.py`, which the hook imports from
+inside the onnxruntime package (never found by name on sys.path), and as `onnxruntime_ep_cuda/_manifest.py`
+for the helper.
 """
 
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+import stat
+from typing import NamedTuple, TypeGuard
 
 MANIFEST_VERSION = 1
+# a manifest is about 200 bytes; the bound keeps a hostile one from costing time or memory
+MAX_BYTES = 64 * 1024
+# O_NONBLOCK: opening a FIFO would otherwise wait for a writer; O_NOCTTY: a tty must not become ours
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
 _KEYS = ("manifest_version", "package", "registration_name", "ep_names", "library")
 
 
@@ -91,12 +104,11 @@ def load_manifest(path: str) -> PluginManifest:
     import json  # noqa: PLC0415 - not at the top: only environments with a manifest pay for it
 
     try:
-        with open(path, encoding="utf-8") as stream:
-            data = json.load(stream)
-    except OSError as error:
-        raise ManifestError(path, f"cannot be read: {error.strerror}") from None
-    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+        data = json.loads(_read(path).decode("utf-8"))
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, an integer of too many digits
         raise ManifestError(path, f"is not valid JSON: {error}") from None
+    except RecursionError:
+        raise ManifestError(path, "is not valid JSON: nested too deeply") from None
     return _validated(path, data)
 
 
@@ -106,11 +118,44 @@ def library_path(manifest: PluginManifest, prefix: str) -> str:
     library = os.path.realpath(os.path.join(root, *manifest.library.split("/")))
     if not _is_within(library, root):
         raise ManifestError(
-            manifest.path, f"library {manifest.library!r} resolves to {library}, outside the prefix {root}"
+            manifest.path, f"library {shown(manifest.library)} resolves to {library}, outside the prefix {root}"
         )
-    if not os.path.isfile(library):
+    if not os.path.exists(library):
         raise ManifestError(manifest.path, f"library {library} does not exist")
+    if not os.path.isfile(library):
+        raise ManifestError(manifest.path, f"library {library} is not a regular file")
     return library
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """`value` as a message may quote it: repr() escapes control characters, and the cut bounds its length."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def escaped(text: str) -> str:
+    """`text` with each character that is not printable written as its escape, as repr() writes it."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _read(path: str) -> bytes:
+    """The bytes of `path` if it is a regular file of at most MAX_BYTES (through symlinks), without blocking."""
+    try:
+        descriptor = os.open(path, _OPEN_FLAGS)
+    except OSError as error:
+        raise ManifestError(path, f"cannot be read: {error.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise ManifestError(path, "is not a regular file")
+        with open(descriptor, "rb", closefd=False) as stream:
+            data = stream.read(MAX_BYTES + 1)
+    except OSError as error:
+        raise ManifestError(path, f"cannot be read: {error.strerror}") from None
+    finally:
+        os.close(descriptor)
+    if len(data) > MAX_BYTES:
+        raise ManifestError(path, f"is over {MAX_BYTES:,} bytes, more than a manifest may have")
+    return data
 
 
 def _validated(path: str, data: object) -> PluginManifest:
@@ -121,31 +166,39 @@ def _validated(path: str, data: object) -> PluginManifest:
         raise ManifestError(path, f"missing keys: {', '.join(missing)}")
     unknown = sorted(set(data) - set(_KEYS))
     if unknown:
-        raise ManifestError(path, f"unknown keys for manifest_version {MANIFEST_VERSION}: {', '.join(unknown)}")
+        raise ManifestError(path, f"unknown keys for manifest_version {MANIFEST_VERSION}: {shown(unknown)}")
     version = data["manifest_version"]
     # type(), not isinstance(): JSON `true` would otherwise pass as version 1
     if type(version) is not int or version != MANIFEST_VERSION:
         raise ManifestError(
-            path, f"manifest_version {version!r} is not {MANIFEST_VERSION}, the version this reader knows"
+            path, f"manifest_version {shown(version)} is not {MANIFEST_VERSION}, the version this reader knows"
         )
     package = _text(path, data, "package")
     if os.path.basename(path) != f"{package}.json":
-        raise ManifestError(path, f"the manifest of package {package!r} must be named {package}.json")
+        raise ManifestError(path, f"the manifest of package {shown(package)} must be named {package}.json")
+    registration_name = _text(path, data, "registration_name")
     ep_names = data["ep_names"]
-    if not isinstance(ep_names, list) or not ep_names or not all(isinstance(n, str) and n for n in ep_names):
-        raise ManifestError(path, "ep_names must be a non-empty list of non-empty strings")
+    if not isinstance(ep_names, list) or not ep_names or not all(_is_text(name) for name in ep_names):
+        raise ManifestError(path, "ep_names must be a non-empty list of non-empty strings of printable characters")
     library = _text(path, data, "library")
     # ':' catches Windows drive paths ("C:/...", "C:lib") on every platform
     if library.startswith("/") or "\\" in library or ":" in library:
-        raise ManifestError(path, f"library {library!r} must be relative to the prefix and use forward slashes")
-    return PluginManifest(path, package, _text(path, data, "registration_name"), tuple(ep_names), library)
+        raise ManifestError(
+            path, f"library {shown(library)} must be relative to the prefix and use forward slashes"
+        )
+    return PluginManifest(path, package, registration_name, tuple(ep_names), library)
 
 
 def _text(path: str, data: dict[str, object], key: str) -> str:
     value = data[key]
-    if not isinstance(value, str) or not value:
-        raise ManifestError(path, f"{key} must be a non-empty string")
+    if not _is_text(value):
+        raise ManifestError(path, f"{key} must be a non-empty string of printable characters, not {shown(value)}")
     return value
+
+
+def _is_text(value: object) -> TypeGuard[str]:
+    """A NUL or a control character would cut a name or a path short in the core, or reach a terminal."""
+    return isinstance(value, str) and bool(value) and value.isprintable()
 
 
 def _is_within(path: str, root: str) -> bool:

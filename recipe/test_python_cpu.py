@@ -4,8 +4,9 @@
 
 Its version is plain X.Y.Z and the core's own; a small model runs on the CPU execution provider and
 matches numpy; the execution providers built in for TARGET_PLATFORM (a conda subdir such as osx-arm64)
-are available; and when no EP plugin manifest is installed, `import onnxruntime` is silent and no CUDA
-provider is built in. Needs numpy and onnx next to onnxruntime.
+are available; IOBinding names NVIDIA's devices for "cuda", as a CUDA plugin's allocator is found by;
+and when no EP plugin manifest is installed, `import onnxruntime` is silent and no CUDA provider is
+built in. Needs numpy and onnx next to onnxruntime.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from onnx import TensorProto, helper
 # Opset and IR version that every core this package could be (>= 1.24.4) accepts.
 MODEL_OPSET = 17
 MODEL_IR_VERSION = 8
+
+# PCI vendor id of NVIDIA, which a plugin EP's device memory is registered under (OrtDevice::VendorIds)
+NVIDIA = 0x10DE
 
 # Execution providers the recipe builds into the core on a platform, beside the CPU one.
 BUILT_IN_PROVIDERS = {"osx-arm64": ["CoreMLExecutionProvider"]}
@@ -77,6 +81,32 @@ def check_model_runs_on_cpu() -> None:
     print("model      MatMul+Add+Relu on CPUExecutionProvider matches numpy")
 
 
+def check_iobinding_names_nvidia_for_cuda() -> None:
+    """A core without a built-in CUDA EP finds a plugin's device memory only by vendor: an IOBinding of
+    "cuda" that leaves NVIDIA's id out fails on the GPU with "Failed to find allocator for device
+    ...VendorId:0". The devices the Python layer hands the core are read here, where no GPU is needed."""
+    devices = []
+
+    class Recorder:
+        def bind_input(self, _name: str, device: object, *_rest: object) -> None:
+            devices.append(device)
+
+        def bind_output(self, _name: str, device: object, *_rest: object) -> None:
+            devices.append(device)
+
+    binding = ort.InferenceSession(linear_relu_model(), providers=["CPUExecutionProvider"]).io_binding()
+    binding._iobinding = Recorder()
+    binding.bind_input("x", "cuda", 0, np.float32, [3, 4], 0)
+    binding.bind_output("y", "cuda", 0)
+    binding.bind_output("y", "cuda", 0, np.float32, [3, 2], 0)
+    vendors = [device.vendor_id() for device in devices]
+    assert vendors == [NVIDIA] * 3, (
+        f"IOBinding gives \"cuda\" the vendor ids {[hex(v) for v in vendors]}, not NVIDIA's {NVIDIA:#x} "
+        "(bind_input, bind_output, bind_output with a buffer)"
+    )
+    print(f"iobinding  \"cuda\" is NVIDIA's ({NVIDIA:#x}) in bind_input and bind_output")
+
+
 def check_built_in_providers(target_platform: str) -> None:
     providers = ort.get_available_providers()
     for provider in BUILT_IN_PROVIDERS.get(target_platform, []):
@@ -106,6 +136,7 @@ def check_no_cuda_built_in() -> None:
 def main(argv: list[str]) -> int:
     check_version()
     check_model_runs_on_cpu()
+    check_iobinding_names_nvidia_for_cuda()
     if argv:
         check_built_in_providers(argv[0])
     manifests = plugin_manifests()

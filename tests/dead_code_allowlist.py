@@ -64,3 +64,7 @@ forward  # noqa: B018
 # ONNX Runtime reads the profiler's settings from a SessionOptions (scripts/device/speed.py's `one`).
 enable_profiling  # noqa: B018
 profile_file_prefix  # noqa: B018
+
+# onnxruntime's IOBinding hands its devices to the object in `_iobinding`, which recipe/test_python_cpu.py replaces
+# with a recorder.
+_iobinding  # noqa: B018

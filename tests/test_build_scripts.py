@@ -24,6 +24,7 @@ import pytest
 from conftest import CONFIG, FLOOR_CORE_VERSION, REPO
 from cores import NEWEST_CORE
 from feedstock.cuda_targets import number
+from feedstock.inputs import load_bot_fields
 from feedstock.reader import parse_yaml
 from feedstock.shipped_manifest import manifest_dir
 from support.build_scripts import build_targets, configure_args, parallel_jobs, run_build_script
@@ -99,7 +100,8 @@ PLUGIN_VERSION = "0.7.1"
 
 # The recipe's CPU test script needs these next to a core; the cores bracket what the plugin supports.
 PYTHON_TEST_REQUIREMENTS = ["onnx==1.23.2", "numpy"]
-CORES = {"floor": FLOOR_CORE_VERSION, "newest": NEWEST_CORE}
+# the ONNX Runtime the recipe builds, whose PyPI core stands in for its own
+SOURCE_VERSION = load_bot_fields(REPO).version
 
 # --- helpers
 
@@ -936,7 +938,7 @@ def test_load_test_fails_clearly_without_driver_or_stub(tmp_path):
 
 
 @pytest.mark.network
-@pytest.mark.parametrize("core", CORES.values(), ids=CORES.keys())
+@pytest.mark.parametrize("core", [SOURCE_VERSION, NEWEST_CORE], ids=["source", "newest"])
 def test_python_cpu_test_passes_against_a_pypi_core(core):
     python = python_env(f"python-cpu-{core}", [f"onnxruntime=={core}", *PYTHON_TEST_REQUIREMENTS])
 
@@ -944,6 +946,20 @@ def test_python_cpu_test_passes_against_a_pypi_core(core):
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "matches numpy" in result.stdout and "silent, with -W error" in result.stdout
+    assert f"is NVIDIA's ({0x10DE:#x}) in bind_input and bind_output" in result.stdout
+
+
+@pytest.mark.network
+def test_python_cpu_test_fails_on_a_core_whose_iobinding_leaves_nvidia_out():
+    """The floor core's Python layer binds "cuda" with no vendor id, which a CUDA plugin's memory is not
+    found by: the check the recipe runs on its own core tells."""
+    python = python_env(f"python-cpu-{FLOOR_CORE_VERSION}", [f"onnxruntime=={FLOOR_CORE_VERSION}",
+                                                            *PYTHON_TEST_REQUIREMENTS])
+
+    result = run(python, str(RECIPE / "test_python_cpu.py"), "linux-64")
+
+    assert result.returncode == 1
+    assert "IOBinding gives \"cuda\" the vendor ids ['0x0', '0x0', '0x0'], not NVIDIA's 0x10de" in result.stderr
 
 
 @pytest.mark.network

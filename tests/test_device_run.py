@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
+from rattler_build import RenderConfig, Stage0Recipe, VariantConfig
+from rattler_build.debug import DebugSession
 
 from conftest import FLOOR_CORE_VERSION, REPO
 
@@ -23,13 +26,17 @@ import checks  # noqa: E402
 import pack  # noqa: E402
 import package  # noqa: E402
 from feedstock.ci_support import job_file, newest_cuda_job_file  # noqa: E402
+from feedstock.inputs import load_bot_fields  # noqa: E402
 from rattler_render import render  # noqa: E402
 from support.yaml_files import read_yaml  # noqa: E402
 from rehearsal.channel import build_channel, standins  # noqa: E402
 from rehearsal.environment import machine_roots  # noqa: E402
 from rehearsal.evaluate import evaluate  # noqa: E402
 from rehearsal.resolve import render_with_solve, variant_file  # noqa: E402
-from rehearsal.sources import mirror_folder  # noqa: E402
+from rehearsal.downloads import BUILD_PLATFORM  # noqa: E402
+from rehearsal.sources import MIRROR_TREE_PATCHES, mirror_folder  # noqa: E402
+from support import upstream_source  # noqa: E402
+from support.pyenvs import python_env, run  # noqa: E402
 
 
 def run_sh(top: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -446,3 +453,52 @@ def test_a_configure_only_copy_stops_the_build_script_at_its_build_step_and_drop
     assert plugins[False].get("tests") and not plugins[True].get("tests")
     assert "REHEARSAL_TARGETS_FILE" not in plugins[False]["build"]["script"]["env"]
     assert plugins[True]["build"]["script"]["env"]["REHEARSAL_TARGETS_FILE"] == str(tmp_path / "True" / "build_targets.txt")
+
+
+IOBINDING_CHECK = """
+import importlib.util, sys
+import onnxruntime as ort
+
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+# the tree's Python layer over the PyPI core of the same version
+ort.InferenceSession = load("onnxruntime.capi.onnxruntime_inference_collection", sys.argv[1]).InferenceSession
+load("test_python_cpu", sys.argv[2]).check_iobinding_names_nvidia_for_cuda()
+"""
+
+
+@pytest.mark.network
+def test_the_mirror_trees_iobinding_names_nvidia_once_rattler_build_has_applied_its_patch(tmp_path: Path) -> None:
+    """The package run builds from the mirror's tree, which is older than the recipe's tarball: rattler-build
+    applies MIRROR_TREE_PATCHES to it, without which the recipe's IOBinding check fails."""
+    if mirror_folder(os.environ) is None:
+        pytest.skip("no mirror: a downloaded source is the tag's tarball, which has the tag's IOBinding")
+    member = Path("onnxruntime", "python", "onnxruntime_inference_collection.py")
+    tree = upstream_source.unpack(tmp_path / "src", member.as_posix())
+    recipe = tmp_path / "recipe"
+    recipe.mkdir()
+    for patch in MIRROR_TREE_PATCHES:
+        shutil.copyfile(patch, recipe / patch.name)
+    (recipe / "recipe.yaml").write_text(yaml.safe_dump({
+        "package": {"name": "tree", "version": "1"}, "build": {"script": "true"},
+        "source": {"path": str(tree), "patches": [patch.name for patch in MIRROR_TREE_PATCHES]}}))
+    channel = tmp_path / "channel"
+    for subdir in ("noarch", BUILD_PLATFORM):
+        (channel / subdir).mkdir(parents=True)
+        (channel / subdir / "repodata.json").write_text(json.dumps({"info": {"subdir": subdir}, "packages": {}}))
+    [variant] = Stage0Recipe.from_file(recipe / "recipe.yaml").render(VariantConfig(), RenderConfig())
+    patched = DebugSession.create(variant, output_dir=tmp_path / "out", channels=[channel.as_uri()]).work_dir / member
+    version = load_bot_fields(REPO).version
+    python = python_env(f"python-cpu-{version}", [f"onnxruntime=={version}", "onnx==1.23.2", "numpy"])
+    check = REPO / "recipe" / "test_python_cpu.py"
+
+    before = run(python, "-c", IOBINDING_CHECK, str(tree / member), str(check))
+    after = run(python, "-c", IOBINDING_CHECK, str(patched), str(check))
+
+    assert before.returncode == 1 and "not NVIDIA's 0x10de" in before.stderr, before.stdout + before.stderr
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert "is NVIDIA's (0x10de)" in after.stdout

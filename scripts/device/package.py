@@ -62,7 +62,7 @@ from feedstock.shipped_manifest import manifest_dir  # noqa: E402
 from rehearsal.channel import build_channel, standins  # noqa: E402
 from rehearsal.environment import Said, machine_roots, recipe_copy  # noqa: E402
 from rehearsal.resolve import variant_file  # noqa: E402
-from rehearsal.sources import TREES, place_trees  # noqa: E402
+from rehearsal.sources import MIRROR_TREE_PATCHES, TREES, place_trees  # noqa: E402
 
 PLUGIN = "onnxruntime-ep-cuda"
 # how many times the speed run measures each side (the table takes each case's median over them): one
@@ -156,9 +156,10 @@ def write_report(results: dict, path: Path) -> None:
 def device_recipe(plan: dict, work: Path, src: Path, mirror: Path, configure_only: bool,
                   trees: dict[str, str] | None = None) -> tuple[Path, str]:
     """The device's copy of the recipe (recipe_copy): the plan's outputs, the plugin for this machine's CUDA
-    (none in a plan that names none), with the plan's overrides put in; and its diff."""
+    (none in a plan that names none), with the plan's overrides put in, and what the mirror's tree lacks of
+    the tag (MIRROR_TREE_PATCHES); and its diff."""
     return recipe_copy(REPO / "recipe", work, src, mirror, plan["outputs"], configure_only, trees, plan["overrides"],
-                       plan.get("device_cuda"))
+                       plan.get("device_cuda"), MIRROR_TREE_PATCHES)
 
 
 def unpack_sources(stage: Path, work: Path, plan: dict) -> tuple[Path, dict[str, str]]:

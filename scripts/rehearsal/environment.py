@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import yaml
@@ -252,19 +252,22 @@ def needed(chosen: list[Standin], names: list[str]) -> list[Standin]:
 
 def recipe_copy(recipe_dir: Path, work: Path, src: Path, mirror: Path, outputs: list[str], configure_only: bool,
                 trees: dict[str, str] | None = None, overrides: dict = NO_OVERRIDES,
-                cuda: str | None = None) -> tuple[Path, str]:
+                cuda: str | None = None, tree_patches: Sequence[Path] = ()) -> tuple[Path, str]:
     """A feedstock's recipe/ (as rendered) copied to WORK/recipe, building `outputs` from the tree `src`, with
     `overrides` (a machine's settings, each with its reason: context values, script variables, CMake cache
     settings) put in, ORT's fetches taken from `mirror` and `trees`'s FETCHCONTENT_SOURCE_DIR settings
     (place_trees) in a toolchain file; the plugin built for `cuda` alone. Returns the copy and its diff from
     recipe/recipe.yaml. configure_only: the build scripts stop at their build step (REHEARSAL_TARGETS_FILE),
-    and the tests go."""
+    and the tests go. tree_patches: what `src` lacks of the recipe's own source, applied after the recipe's
+    patches."""
     target = work / "recipe"
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(recipe_dir, target)
     original = (recipe_dir / "recipe.yaml").read_text()
     recipe = yaml.safe_load(original)
-    patches = recipe["source"].get("patches", [])
+    for patch in tree_patches:
+        shutil.copyfile(patch, target / patch.name)
+    patches = [*recipe["source"].get("patches", []), *(patch.name for patch in tree_patches)]
     recipe["source"] = {"path": str(src), "use_gitignore": False, **({"patches": patches} if patches else {})}
     for name, value, _ in overrides["context"]:
         recipe["context"][name] = value

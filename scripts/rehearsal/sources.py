@@ -38,6 +38,9 @@ from rehearsal import RehearsalError
 MIRROR_VARIABLE = "ORT_SOURCE_MIRROR"
 BASE_URL_VARIABLE = "ORT_DOWNLOAD_BASE_URL"
 DEFAULT_MIRROR = Path(__file__).resolve().parents[2].parent / "shared" / "upstream"
+# What the mirror's ORT tree (not the tag's: ../shared/upstream/SOURCES.yaml) lacks of the recipe's tarball,
+# where a package's tests see it; each file says why. A package built from that tree takes them.
+MIRROR_TREE_PATCHES = (Path(__file__).with_name("mirror-tree-iobinding.patch"),)
 TREES = "cutlass-cudnn_frontend-trees.tar.zst"
 # the folders of TREES, as FetchContent names them
 TREE_NAMES = ("cutlass", "cudnn_frontend")

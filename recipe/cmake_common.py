@@ -103,6 +103,10 @@ def ort_common_cmake_args(env: Mapping[str, str]) -> list[str]:
         # its own nlohmann_json (Ubuntu's nlohmann-json3-dev) had it linked in the fetch's place, and the
         # package failed for the missing licence file
         args.append("-DCMAKE_FIND_ROOT_PATH_MODE_PACKAGE=ONLY")
+    if env.get("ORT_DONT_VECTORIZE") == "ON":
+        # the -novec packages: Eigen without SIMD (EIGEN_DONT_VECTORIZE, cmake/adjust_global_compile_flags.cmake);
+        # MLAS keeps its own kernels
+        args.append("-Donnxruntime_DONT_VECTORIZE=ON")
     if platform in ("linux-aarch64", "osx-arm64"):
         # Arm's KleidiAI kernels in MLAS: upstream's build.py passes this for every build unless
         # --no_kleidiai (tools/ci_build/build.py), and ORT's CMake turns it off on other CPUs

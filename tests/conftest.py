@@ -17,12 +17,15 @@ SHARED = REPO.parent / "shared"
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "scripts"))
 
+from feedstock.ci_support import job_file  # noqa: E402
 from feedstock.inputs import load_config  # noqa: E402
 
 # The feedstock's config, as the generator reads and validates it
 CONFIG = load_config(REPO)
 # The oldest core the plugin supports, as the feedstock's config states it
 FLOOR_CORE_VERSION = CONFIG.min_core_version
+# the job file of osx-arm64's (vectorized) CPU job, as conda-smithy names it
+OSX_CPU_JOB = job_file(REPO, "osx-arm64", None).relative_to(REPO).as_posix()
 
 
 @pytest.fixture

@@ -772,6 +772,15 @@ def test_cpu_builds_build_the_coreml_ep_on_osx_arm64_only(tmp_path, source_tree,
     assert coreml == (platform == "osx-arm64")
 
 
+@pytest.mark.parametrize("script", ["build_cpp.py", "build_python.py"])
+@pytest.mark.parametrize("dont_vectorize", ["ON", "OFF"])
+def test_cpu_builds_turn_eigens_vectorization_off_when_the_recipe_says_so(tmp_path, source_tree, script,
+                                                                          dont_vectorize):
+    result, tools = run_build(tmp_path, source_tree, script, "linux-64", ORT_DONT_VECTORIZE=dont_vectorize)
+    assert result.returncode == 0, result.stderr
+    assert ("-Donnxruntime_DONT_VECTORIZE=ON" in configure_args(tools)) == (dont_vectorize == "ON")
+
+
 def python_build(tmp_path: Path, source: Path, *, wheels: int = 1, **overrides: str):
     """Runs build_python.py with stand-ins for cmake, setup.py and pip, and the real auto-registration
     installer; what the real build and `pip install` would have left is there already, `wheels` wheels

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CONFIG, REPO
+from conftest import CONFIG, OSX_CPU_JOB, REPO
+from feedstock.ci_support import load_jobs
 from support.clean_clone import clean_copy, git
 from support.smithy import MAINTAINER_CHECK, Smithy
 from support.yaml_files import read_yaml
@@ -114,7 +115,7 @@ def test_the_rattler_build_given_to_conda_smithy_renders_but_never_builds(conda_
     assert (build.returncode, build.stdout) == (2, ""), build.stderr
     assert "only renders" in build.stderr
     render = subprocess.run([program, "build", "--render-only", "--recipe", "recipe", "--target-platform", "osx-arm64",
-                             "--build-platform", "osx-arm64", "-m", ".ci_support/osx_arm64_.yaml"],
+                             "--build-platform", "osx-arm64", "-m", OSX_CPU_JOB],
                             cwd=REPO, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert render.returncode == 0, render.stderr
     assert {item["recipe"]["package"]["name"] for item in json.loads(render.stdout)} == {
@@ -131,20 +132,22 @@ def test_a_free_threaded_python_migration_is_built_and_shown_as_such(conda_smith
                  root / ".ci_support" / "migrations" / "python314t.yaml")
     result = conda_smithy.rerender(root)
     assert result.returncode == 0, result.stderr[-4000:]
-    cpu_jobs = {name: pythons for name, pythons in _python_lists(root).items() if "cuda_compiler_versionNone" in name
-                or name == "osx_arm64_.yaml"}
-    # one CPU job per platform, each offering the free-threaded Python
-    assert len(cpu_jobs) == len(CONFIG.platforms) and all("3.14.* *_cp314t" in pythons
-                                                          for pythons in cpu_jobs.values()), cpu_jobs
+    cpu_job_names = {f"{job.name}.yaml" for job in load_jobs(root) if job.cuda_version is None}
+    cpu_jobs = {name: pythons for name, pythons in _python_lists(root).items() if name in cpu_job_names}
+    # two CPU jobs per platform (vectorized and -novec), each offering the free-threaded Python
+    assert len(cpu_jobs) == 2 * len(CONFIG.platforms) and all("3.14.* *_cp314t" in pythons
+                                                              for pythons in cpu_jobs.values()), cpu_jobs
     rendered = subprocess.run([sys.executable, str(root / "scripts" / "render.py")], capture_output=True, text=True,
                               stdin=subprocess.DEVNULL, timeout=120)
     assert rendered.returncode == 0, rendered.stderr
     readme = (root / "README.md").read_text()
-    python_cells = re.findall(r"(?m)^\| `[^`]+` \| `onnxruntime-cpp`, `onnxruntime` \| — \| — \| ([^|]+) \|$", readme)
+    python_cells = re.findall(r"(?m)^\| `[^`]+` \| `onnxruntime(-novec)?-cpp`, `onnxruntime(?:-novec)?` \| — \| — \| "
+                              r"([^|]+) \|$", readme)
+    python_cells = [cell for _, cell in python_cells]
     assert len(python_cells) == len(cpu_jobs) and all("3.14t" in cell.split(", ") for cell in python_cells), python_cells
     builds_before = int(re.search(r"\((\d+) Python builds in all;", (REPO / "README.md").read_text()).group(1))
     assert f"({builds_before + len(cpu_jobs)} Python builds in all;" in readme
-    variants = read_yaml(root / ".ci_support" / "osx_arm64_.yaml")
+    variants = read_yaml(root / OSX_CPU_JOB)
     packages = [r for r in render(root / "recipe" / "recipe.yaml", variants, "osx-arm64", "osx-arm64")
                 if r.name == CONFIG.outputs.python.name]
     assert sorted(r.used_variant["python"] for r in packages) == sorted(

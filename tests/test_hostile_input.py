@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import OSX_CPU_JOB
 from feedstock.reader import MAX_BYTES, MAX_DEPTH, MAX_VALUES
 from support.tree import snapshot
 
 MIGRATION = ".ci_support/migrations/cuda130.yaml"
 # every YAML file a render reads; each is a mapping, so a key appended at its end is read as one of its keys
-READ = ["config/feedstock.yaml", "recipe/recipe.yaml", "conda-forge.yml", ".ci_support/osx_arm64_.yaml", MIGRATION]
+READ = ["config/feedstock.yaml", "recipe/recipe.yaml", "conda-forge.yml", OSX_CPU_JOB, MIGRATION]
 # ten times what a render takes: a regression fails here instead of eating the machine
 MEMORY = 512 * 1024 * 1024
 

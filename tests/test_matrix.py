@@ -24,15 +24,19 @@ def test_jobs_run_for_the_configs_platforms_and_no_other() -> None:
     assert {job["target_platform"][0] for job in jobs().values()} == set(CONFIG.platforms)
 
 
-def test_each_platform_gets_one_cpu_job_and_each_cuda_platform_one_job_per_cuda_version_with_a_list() -> None:
-    """Which CUDA versions there are is the pinning's and its migrations' to say; each job is one of them that
-    the config lists or derives a list for on that platform, and no two jobs build the same."""
-    found = Counter((job["target_platform"][0], job["cuda_compiler_version"][0]) for job in jobs().values())
+def test_each_platform_gets_a_cpu_job_and_a_novec_one_and_each_cuda_platform_one_job_per_cuda_version() -> None:
+    """Which CUDA versions there are is the pinning's and its migrations' to say; each CUDA job is one of them
+    that the config lists or derives a list for on that platform, and no two jobs build the same. Every
+    platform's CPU outputs are built twice, vectorized and -novec, the plugin once."""
+    found = Counter((job["target_platform"][0], job["cuda_compiler_version"][0], job["suffix"][0])
+                    for job in jobs().values())
     assert [key for key, count in found.items() if count > 1] == []
-    assert sorted(p for p, v in found if v == "None") == sorted(CONFIG.platforms)
-    cuda_jobs = [(p, v) for p, v in found if v != "None"]
-    assert {p for p, _ in cuda_jobs} == set(CONFIG.cuda_platforms)
-    assert [(p, v) for p, v in cuda_jobs if not CONFIG.cuda_lists.get(v, p)] == []
+    for suffix in ("", "-novec"):
+        assert sorted(p for p, v, s in found if v == "None" and s == suffix) == sorted(CONFIG.platforms), suffix
+    cuda_jobs = [(p, v, s) for p, v, s in found if v != "None"]
+    assert {p for p, _, _ in cuda_jobs} == set(CONFIG.cuda_platforms)
+    assert {s for _, _, s in cuda_jobs} == {""}
+    assert [(p, v) for p, v, _ in cuda_jobs if not CONFIG.cuda_lists.get(v, p)] == []
 
 
 def test_cross_compiled_platforms_build_in_their_build_machines_image() -> None:

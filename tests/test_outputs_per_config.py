@@ -15,6 +15,7 @@ from support.recipe_checks import Built, Feedstock
 
 PLUGIN = CONFIG.outputs.plugin.name
 CPU_OUTPUTS = (CONFIG.outputs.cpp.name, CONFIG.outputs.python.name)
+NOVEC_OUTPUTS = (CONFIG.outputs.cpp.novec_name, CONFIG.outputs.python.novec_name)
 FLOOR = CONFIG.min_core_version
 
 
@@ -87,11 +88,32 @@ def test_the_plugin_is_built_for_its_platforms_gpu_architectures(feedstock: Feed
         assert plugin.recipe["build"]["script"]["env"]["CUDA_ARCHITECTURES"] == ort_cuda_architectures(listed), name
 
 
-def test_the_cpu_outputs_build_exactly_in_the_one_cpu_config_of_each_platform(feedstock: Feedstock) -> None:
-    cpu_configs = {name for name in feedstock.ci_support if cuda_version(feedstock, name) == "None"}
+@pytest.mark.parametrize(("outputs", "suffix"), [(CPU_OUTPUTS, ""), (NOVEC_OUTPUTS, "-novec")])
+def test_the_cpu_outputs_and_their_novec_twins_build_exactly_in_their_cpu_config_of_each_platform(
+        feedstock: Feedstock, outputs: tuple[str, str], suffix: str) -> None:
+    cpu_configs = {name for name in feedstock.ci_support if cuda_version(feedstock, name) == "None"
+                   and feedstock.ci_support[name]["suffix"] == [suffix]}
     assert sorted(platform_of(feedstock, name) for name in cpu_configs) == sorted(CONFIG.platforms), cpu_configs
-    for output in CPU_OUTPUTS:
+    for output in outputs:
         assert set(configs_building(feedstock, output)) == cpu_configs, output
+
+
+def test_a_novec_package_turns_eigens_vectorization_off_and_excludes_its_twin(feedstock: Feedstock) -> None:
+    for twin, novec in zip(CPU_OUTPUTS, NOVEC_OUTPUTS):
+        for name, built in configs_building(feedstock, novec).items():
+            for package in built:
+                assert package.recipe["build"]["script"]["env"]["ORT_DONT_VECTORIZE"] == "ON", name
+                assert f"{twin} <0a0" in package.recipe["requirements"]["run_constraints"], name
+    for output in CPU_OUTPUTS:
+        for name, built in configs_building(feedstock, output).items():
+            assert all(p.recipe["build"]["script"]["env"]["ORT_DONT_VECTORIZE"] == "OFF" for p in built), name
+
+
+def test_the_plugin_admits_the_novec_cores_as_it_admits_their_twins(feedstock: Feedstock) -> None:
+    for name, built in configs_building(feedstock, PLUGIN).items():
+        constraints = {spec.split()[0]: spec for spec in built[0].recipe["requirements"]["run_constraints"]}
+        for twin, novec in zip(CPU_OUTPUTS, NOVEC_OUTPUTS):
+            assert constraints[novec] == constraints[twin].replace(twin, novec, 1), name
 
 
 def test_the_python_package_is_built_once_per_python_in_the_configs_range(feedstock: Feedstock) -> None:

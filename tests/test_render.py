@@ -17,7 +17,7 @@ from typing import Callable
 import bootstrap
 import pytest
 
-from conftest import CONFIG, FLOOR_CORE_VERSION, REPO
+from conftest import CONFIG, FLOOR_CORE_VERSION, OSX_CPU_JOB, REPO
 from feedstock.architectures import NVCC_ARCHITECTURES
 from feedstock.builds import what_each_job_builds
 from feedstock.ci_support import load_jobs
@@ -98,7 +98,7 @@ def test_a_deleted_recipe_is_an_error_not_a_reseed(feedstock: Path, args: tuple[
 
 
 def test_a_job_conda_smithy_adds_shows_up_in_the_readme_matrix(feedstock: Path) -> None:
-    cpu_job = feedstock / ".ci_support" / "osx_arm64_.yaml"
+    cpu_job = feedstock / OSX_CPU_JOB
     shutil.copy2(cpu_job, feedstock / ".ci_support" / "osx_arm64_extra.yaml")
     result = render(feedstock, "--check")
     assert result.returncode == 1 and "+| `osx_arm64_extra` |" in result.stdout, result.stdout
@@ -474,23 +474,23 @@ def test_the_cudnn_switch_moves_cudnn_between_run_and_run_constraints(
 
 
 def test_a_job_file_without_its_platform_is_named_and_nothing_is_written(feedstock: Path) -> None:
-    job = feedstock / ".ci_support" / "osx_arm64_.yaml"
+    job = feedstock / OSX_CPU_JOB
     job.write_text(re.sub(r"(?m)^target_platform:\n- osx-arm64\n", "", job.read_text()))
     (feedstock / "recipe" / "variants.yaml").unlink()  # a render would have to restore it
     before = snapshot(feedstock)
     result = render(feedstock)
     assert (result.returncode, result.stderr) == (
-        2, ".ci_support/osx_arm64_.yaml: target_platform: required key is missing\n")
+        2, f"{OSX_CPU_JOB}: target_platform: required key is missing\n")
     assert snapshot(feedstock) == before
 
 
 def test_a_job_file_with_two_platforms_is_named_and_nothing_is_written(feedstock: Path) -> None:
-    job = feedstock / ".ci_support" / "osx_arm64_.yaml"
+    job = feedstock / OSX_CPU_JOB
     job.write_text(job.read_text().replace("target_platform:\n- osx-arm64\n", "target_platform:\n- osx-arm64\n- osx-64\n"))
     before = snapshot(feedstock)
     result = render(feedstock)
     assert (result.returncode, result.stderr) == (
-        2, ".ci_support/osx_arm64_.yaml: target_platform: a job's file holds one value here, not 2\n")
+        2, f"{OSX_CPU_JOB}: target_platform: a job's file holds one value here, not 2\n")
     assert snapshot(feedstock) == before
 
 
@@ -515,8 +515,8 @@ def test_a_renamed_plugin_package_reaches_the_recipe_the_manifests_and_the_helpe
 def test_the_cpp_build_asks_for_the_configs_python_floor() -> None:
     minimum = CONFIG.python.minimum
     outputs = parse_yaml((REPO / RECIPE).read_text(), RECIPE)["outputs"]
-    (cpp,) = [output for output in outputs if output["build"]["script"]["file"] == "build_cpp.py"]
-    assert f"python >={minimum}" in cpp["requirements"]["build"]
+    cpps = [output for output in outputs if output["build"]["script"]["file"] == "build_cpp.py"]
+    assert len(cpps) == 2 and all(f"python >={minimum}" in cpp["requirements"]["build"] for cpp in cpps)
 
 
 def matrix_pythons(readme: str) -> dict[str, str]:

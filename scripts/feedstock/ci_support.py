@@ -29,6 +29,7 @@ class CiJob:
     platform: str
     cuda_version: str | None
     pythons: tuple[str, ...]  # every Python the file lists, as python_label() names it
+    suffix: str  # "" or "-novec": the CPU outputs' build with Eigen's vectorization off (recipe/variants.yaml)
 
 
 def _single(values: list[str]) -> str:
@@ -44,6 +45,7 @@ class _JobFile(BaseModel):
     target_platform: Annotated[list[str], AfterValidator(_single)]
     cuda_compiler_version: Annotated[list[str], AfterValidator(_single)] = NO_CUDA
     python: list[str] = []
+    suffix: Annotated[list[str], AfterValidator(_single)] = ""
 
 
 class _Migration(BaseModel):
@@ -68,7 +70,7 @@ def load_jobs(root: Path) -> list[CiJob]:
     for path in paths:
         job = validated(_JobFile, path, f"{CI_SUPPORT}/{path.name}")
         cuda = None if job.cuda_compiler_version == NO_CUDA else job.cuda_compiler_version
-        jobs.append(CiJob(path.stem, job.target_platform, cuda, tuple(map(python_label, job.python))))
+        jobs.append(CiJob(path.stem, job.target_platform, cuda, tuple(map(python_label, job.python)), job.suffix))
     return jobs
 
 
@@ -95,9 +97,12 @@ def newest_cuda_job_file(root: Path, platform: str) -> Path:
     return job_file(root, platform, newest_cuda(load_jobs(root), platform))
 
 
-def job_file(root: Path, platform: str, cuda: str | None) -> Path:
-    """The `.ci_support` file of `platform`'s one job that builds `cuda` (None: its CPU job)."""
-    found = [job for job in load_jobs(root) if job.platform == platform and job.cuda_version == cuda]
+def job_file(root: Path, platform: str, cuda: str | None, suffix: str = "") -> Path:
+    """The `.ci_support` file of `platform`'s one job that builds `cuda` (None: its CPU job, vectorized unless
+    `suffix` names the -novec one)."""
+    found = [job for job in load_jobs(root)
+             if job.platform == platform and job.cuda_version == cuda and job.suffix == suffix]
     if len(found) != 1:
-        raise InputError(CI_SUPPORT, platform, f"{len(found)} jobs build CUDA {cuda or NO_CUDA}; expected one")
+        raise InputError(CI_SUPPORT, platform, f"{len(found)} jobs build CUDA {cuda or NO_CUDA} with suffix "
+                                               f"{suffix!r}; expected one")
     return root / CI_SUPPORT / f"{found[0].name}.yaml"

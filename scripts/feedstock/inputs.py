@@ -171,6 +171,10 @@ class Output(Model):
     summary: Summary
 
 
+class CpuOutput(Output):
+    novec_name: PackageName  # the same, built with Eigen's vectorization off (onnxruntime_DONT_VECTORIZE)
+
+
 class Library(Model):
     unix: text(r"lib/[\w.-]+", "a path under lib/")
     win: text(r"Library/bin/[\w.-]+\.dll", "a DLL under Library/bin/")
@@ -183,14 +187,16 @@ class Plugin(Output):
 
 class Outputs(Model):
     plugin: Plugin
-    cpp: Output
-    python: Output
+    cpp: CpuOutput
+    python: CpuOutput
 
     @model_validator(mode="after")
     def _distinct_names(self) -> Self:
-        names = [getattr(self, key).name for key in OUTPUT_KEYS]
-        fail(*(((key, "name"), f"{quoted(names[i])} is also outputs.{OUTPUT_KEYS[names.index(names[i])]}.name")
-               for i, key in enumerate(OUTPUT_KEYS) if names.index(names[i]) != i))
+        keys = [(key, field) for key in OUTPUT_KEYS for field in ("name", "novec_name") if field in
+                type(getattr(self, key)).model_fields]
+        names = [getattr(getattr(self, key), field) for key, field in keys]
+        fail(*((keys[i], f"{quoted(names[i])} is also outputs.{'.'.join(keys[names.index(names[i])])}")
+               for i in range(len(keys)) if names.index(names[i]) != i))
         return self
 
 

@@ -27,15 +27,15 @@ bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
 from feedstock import architectures, builds, ci_support, files, hand_edits, inputs, rendering  # noqa: E402
 from feedstock.errors import InputError, Problem  # noqa: E402
-from rehearsal.sources import at_hand  # noqa: E402
+from rehearsal.sources import at_hand, source_of  # noqa: E402
 
 
-def ort_refusals(root: Path, config: inputs.Config) -> list[Problem]:
+def ort_refusals(root: Path, config: inputs.Config, bot: inputs.BotFields) -> list[Problem]:
     """Each list of the config that ONNX Runtime's own CMake would not build as listed, checked where the
     recipe's source is at hand (the mirror folder, or the rehearsal's download); without it, nothing is
     checked here, and the rehearsal's and the build's configure are where ORT's CMake first sees the lists."""
     cmake = shutil.which("cmake")
-    located = at_hand(root, root / ".cache" / "rehearsal")
+    located = at_hand(source_of(config, bot), root / ".cache" / "rehearsal")
     if cmake is None or located is None:
         return []
     cached = root / ".cache" / "ort-cmake" / f"{located.tarball.name}-{located.tarball.stat().st_size}.cmake"
@@ -57,7 +57,7 @@ def ort_refusals(root: Path, config: inputs.Config) -> list[Problem]:
 
 def generate(root: Path) -> list[rendering.GeneratedFile]:
     config, bot = inputs.load(root)
-    if refused := ort_refusals(root, config):
+    if refused := ort_refusals(root, config, bot):
         raise InputError.of(refused)
     jobs = ci_support.load_jobs(root)
     listed = dict(config.cuda.versions)

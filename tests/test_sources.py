@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -20,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import CONFIG, REPO
+from feedstock.reader import version_tuple
 from rehearsal.build import DEPENDENCIES
 from rehearsal import RehearsalError
 from rehearsal.sources import (BASE_URL_VARIABLE, DEPS_TXT, MIRROR_VARIABLE, SourcesUnavailable, WrongHash,
@@ -206,3 +208,22 @@ def test_a_rehearsal_without_a_mirror_configures_from_what_it_downloaded(server:
     # ORT's CMake took each dependency from the downloaded archives, whose SHA1 it checks itself
     located = locate(feedstock, cache, CPU_DEPENDENCIES, _environ(_refused_base_url()))
     assert archives_cmake_took(workdir / "src") == set(located.archives.values())
+
+
+def test_the_render_checks_the_lists_with_orts_cmake_in_the_source_a_rehearsal_downloaded(
+        server: Server, feedstock: Path) -> None:
+    """Without a mirror, the render finds the tarball where the rehearsal downloads it (the feedstock's
+    .cache/rehearsal, which render.py and rehearse.py both use) and refuses a list ORT's CMake would not build."""
+    _recipe_expecting(feedstock, _sha256(_served_tarball(server)))
+    locate(feedstock, feedstock / ".cache" / "rehearsal", (), _environ(server.base_url))
+    config = feedstock / "config" / "feedstock.yaml"
+    newest = max(CONFIG.cuda.versions, key=version_tuple)
+    first = CONFIG.cuda.versions[newest].architectures["linux-64"][0]
+    text, count = re.subn(rf'(?ms)^(    "{re.escape(newest)}":\n.*?^        linux-64: \[){re.escape(first)}',
+                          rf"\g<1>0{first}", config.read_text(), count=1)
+    assert count == 1
+    config.write_text(text)
+    done = subprocess.run([sys.executable, str(feedstock / "scripts" / "render.py")], capture_output=True, text=True,
+                          env={**os.environ, **_environ(_refused_base_url())}, stdin=subprocess.DEVNULL, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f'architectures.linux-64: ONNX Runtime\'s CMake refuses it' in done.stderr, done.stderr

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from feedstock.inputs import load
+from feedstock.inputs import BotFields, Config, load
 from rehearsal import RehearsalError
 
 MIRROR_VARIABLE = "ORT_SOURCE_MIRROR"
@@ -118,23 +118,30 @@ class RecipeSource(NamedTuple):
 
 def recipe_source(feedstock: Path) -> RecipeSource:
     """The version, source URL and sha256 of the feedstock's committed recipe."""
-    config, bot = load(feedstock)
+    return source_of(*load(feedstock))
+
+
+def source_of(config: Config, bot: BotFields) -> RecipeSource:
     return RecipeSource(bot.version, config.source.url.replace("{version}", bot.version), bot.sha256)
 
 
-def at_hand(feedstock: Path, cache: Path, environ: Mapping[str, str] = os.environ) -> Sources | None:
-    """The recipe's source tarball where it already is (the mirror folder, or an earlier download into
+def downloads(cache: Path) -> Path:
+    """Where `locate` downloads into below its cache, in the layout ORT's mirror option reads."""
+    return cache / "sources" / "mirror"
+
+
+def at_hand(recipe: RecipeSource, cache: Path, environ: Mapping[str, str] = os.environ) -> Sources | None:
+    """The recipe's source tarball where it already is (the mirror folder, or what `locate` downloaded into
     `cache`), or None: nothing is downloaded."""
-    recipe = recipe_source(feedstock)
     mirror = mirror_folder(environ)
     if mirror is not None:
         try:
             return _from_mirror(mirror, recipe.version, ())
         except SourcesUnavailable:
             return None
-    target = cache / "mirror" / mirror_path(recipe.url)
+    target = downloads(cache) / mirror_path(recipe.url)
     if target.is_file() and _digest("sha256", target) == recipe.sha256:
-        return Sources(target, cache / "mirror", {}, None, f"downloaded {recipe.url} into {cache}")
+        return Sources(target, downloads(cache), {}, None, f"downloaded {recipe.url} into {cache}")
     return None
 
 
@@ -142,17 +149,17 @@ def locate(feedstock: Path, cache: Path, dependencies: Sequence[str] = (),
            environ: Mapping[str, str] = os.environ) -> Sources:
     """ORT's source for the feedstock's recipe and the deps.txt archives named, from the mirror or the cache."""
     recipe = recipe_source(feedstock)
-    cache = cache / "sources"
     mirror = mirror_folder(environ)
     if mirror is not None:
         return _from_mirror(mirror, recipe.version, dependencies)
     base_url = environ.get(BASE_URL_VARIABLE, "")
-    tarball = _fetch(recipe.url, "sha256", recipe.sha256, "recipe/recipe.yaml", cache, base_url)
-    sources = Sources(tarball, cache / "mirror", {}, None, f"downloaded {recipe.url} (sha256 checked) into {cache}")
+    folder = downloads(cache)
+    tarball = _fetch(recipe.url, "sha256", recipe.sha256, "recipe/recipe.yaml", folder, base_url)
+    sources = Sources(tarball, folder, {}, None, f"downloaded {recipe.url} (sha256 checked) into {cache}")
     listed = deps_txt(sources.read(DEPS_TXT)) if dependencies else {}
     for name in dependencies:
         dep_url, sha1 = _listed(listed, name, tarball)
-        sources.archives[name] = _fetch(dep_url, "sha1", sha1, DEPS_TXT, cache, base_url)
+        sources.archives[name] = _fetch(dep_url, "sha1", sha1, DEPS_TXT, folder, base_url)
     return sources
 
 
@@ -179,15 +186,15 @@ def _from_mirror(mirror: Path, version: str, dependencies: Sequence[str]) -> Sou
     return sources
 
 
-def _fetch(url: str, algorithm: str, expected: str, listed_in: str, cache: Path, base_url: str) -> Path:
-    """`cache`'s copy of what `url` serves, checked before it enters the cache; a kept copy is reused."""
-    target = cache / "mirror" / mirror_path(url)
+def _fetch(url: str, algorithm: str, expected: str, listed_in: str, folder: Path, base_url: str) -> Path:
+    """`folder`'s copy of what `url` serves, checked before it enters the folder; a kept copy is reused."""
+    target = folder / mirror_path(url)
     if target.is_file() and _digest(algorithm, target) == expected:
         return target
     source = f"{base_url.rstrip('/')}/{mirror_path(url)}" if base_url else url
     via = f" (from {source})" if source != url else ""
-    cache.mkdir(parents=True, exist_ok=True)
-    handle, partial = tempfile.mkstemp(dir=cache, prefix=f".{target.name}.", suffix=".partial")
+    folder.mkdir(parents=True, exist_ok=True)
+    handle, partial = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".partial")
     try:
         digest = hashlib.new(algorithm)
         with os.fdopen(handle, "wb") as out:

@@ -53,6 +53,14 @@ def gxx() -> str:
     return compiler
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that needs the real conda-smithy (installed from source, then run for seconds a call) is slow:
+    `scripts/run_tests.py --fast` leaves it out. The rehearsals and channel builds carry the mark themselves."""
+    for item in items:
+        if "conda_smithy" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def conda_smithy(request: pytest.FixtureRequest) -> "Smithy":
     """The real conda-smithy in its own cached environment (tests/support/smithy.py)."""

@@ -9,6 +9,7 @@ Runtime from PyPI.
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import os
@@ -1165,5 +1166,10 @@ def test_windows_build_scripts_never_wait_for_file_handles_before_packaging():
                            re.IGNORECASE | re.MULTILINE)
         assert not waits, f"{script.name}: {waits}"
     for script in [*RECIPE.glob("build_*.py"), RECIPE / "cmake_common.py"]:
-        waits = re.findall(r"^[^#]*\b(?:sleep\(|Start-Sleep|timeout /t).*$", script.read_text(), re.MULTILINE)
-        assert not waits, f"{script.name}: {waits}"
+        # every call of a function named sleep, however it is imported or spaced (`time.sleep (30)` too),
+        # and every program started with a name that waits
+        calls = [node for node in ast.walk(ast.parse(script.read_text())) if isinstance(node, ast.Call)]
+        waits = [node.lineno for node in calls if getattr(node.func, "attr", getattr(node.func, "id", None)) == "sleep"]
+        waits += [node.lineno for node in calls for arg in node.args if isinstance(arg, ast.List) and arg.elts
+                  and isinstance(arg.elts[0], ast.Constant) and str(arg.elts[0].value).lower() in ("timeout", "sleep")]
+        assert not waits, f"{script.name}: lines {waits}"

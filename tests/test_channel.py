@@ -24,6 +24,9 @@ sys.path.insert(0, str(REPO / "scripts"))
 from feedstock.ci_support import newest_cuda_job_file  # noqa: E402
 from rehearsal.channel import Standin, build_channel, standins  # noqa: E402
 
+# every test here builds a stand-in channel and solves in it
+pytestmark = pytest.mark.slow
+
 
 def resolve(feedstock: Path, channel: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(RESOLVE), "--feedstock", str(feedstock), "--channel", str(channel)],

@@ -250,6 +250,8 @@ def test_the_cpu_packages_copy_builds_them_offline_with_the_cpu_overrides_and_le
                if r.name == package.PLUGIN]
     assert plugins and all("CMAKE_TOOLCHAIN_FILE" not in plugin["build"]["script"]["env"] for plugin in plugins)
 
+
+@pytest.mark.slow
 def test_rattler_build_configures_onnxruntime_cpp_here_in_its_environment_of_stand_ins_with_this_machines_files(
         tmp_path: Path) -> None:
     """package.py's build path, which the GPU machine runs, on this machine: the CPU job's stand-ins that

@@ -39,7 +39,14 @@ def test_each_platform_gets_a_cpu_job_and_a_novec_one_and_each_cuda_platform_one
     assert [(p, v) for p, v, _ in cuda_jobs if not CONFIG.cuda_lists.get(v, p)] == []
 
 
-def test_cross_compiled_platforms_build_in_their_build_machines_image() -> None:
-    images = {job["target_platform"][0]: job.get("docker_image") for job in jobs().values()}
+def test_each_cross_compiled_job_builds_in_the_image_of_its_build_machines_job() -> None:
+    """A job of a cross-compiled platform runs in the image of the build platform's job with its CUDA version
+    and suffix, job for job."""
+    images = {(job["target_platform"][0], job["cuda_compiler_version"][0], job["suffix"][0]): job.get("docker_image")
+              for job in jobs().values()}
     for target, build in (FORGE.get("build_platform") or {}).items():
-        assert images[target.replace("_", "-", 1)] == images[build.replace("_", "-", 1)]
+        target, build = target.replace("_", "-", 1), build.replace("_", "-", 1)
+        variants = [(cuda, suffix) for platform, cuda, suffix in images if platform == target]
+        assert variants, target
+        for cuda, suffix in variants:
+            assert images[target, cuda, suffix] == images[build, cuda, suffix], (target, cuda, suffix)

@@ -35,6 +35,9 @@ from rehearsal.sources import Sources
 from support.upstream_source import CACHE, archives_cmake_took, sources
 from support.yaml_files import read_yaml
 
+# every test here rehearses, or reads a rehearsal's result
+pytestmark = pytest.mark.slow
+
 PLUGIN, CPP, PYTHON = "onnxruntime-ep-cuda", "onnxruntime-cpp", "onnxruntime"
 LINUX_64, AARCH64 = "linux-64", "linux-aarch64"
 # the newest CUDA of the .ci_support jobs, whichever migration brought it; the rehearsal's Python is this machine's

@@ -192,6 +192,7 @@ def test_rehearse_without_sources_exits_2_with_the_reason_in_one_line(tmp_path: 
     assert done.stderr.startswith(f"rehearse: {recipe_source(REPO).url}") and done.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_a_rehearsal_without_a_mirror_configures_from_what_it_downloaded(server: Server, feedstock: Path,
                                                                           tmp_path: Path) -> None:
     _recipe_expecting(feedstock, _sha256(_served_tarball(server)))

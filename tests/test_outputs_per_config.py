@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CONFIG, REPO
-from feedstock.cuda_targets import ort_cuda_architectures
+from feedstock.cuda_targets import number
 from feedstock.reader import version_tuple
 from support.recipe_checks import Built, Feedstock
 
@@ -81,11 +81,18 @@ def test_the_plugin_needs_a_driver_and_cudnn_and_constrains_the_cores(feedstock:
         assert f"{CPU_OUTPUTS[0]} >={FLOOR} *cpu" in constraints
 
 
-def test_the_plugin_is_built_for_its_platforms_gpu_architectures(feedstock: Feedstock) -> None:
+def test_the_plugin_gets_sass_for_each_listed_gpu_and_ptx_for_the_newest(feedstock: Feedstock) -> None:
+    """As ORT's CMake reads CMAKE_CUDA_ARCHITECTURES: `NNN-real` is SASS, `NNN-virtual` PTX, and a bare `NNN` SASS
+    only (cuda_configuration.cmake), so every entry must say which it is."""
     for name, built in configs_building(feedstock, PLUGIN).items():
         plugin = built[0]
         listed = CONFIG.cuda_lists.get(cuda_version(feedstock, name), plugin.platform)
-        assert plugin.recipe["build"]["script"]["env"]["CUDA_ARCHITECTURES"] == ort_cuda_architectures(listed), name
+        entries = plugin.recipe["build"]["script"]["env"]["CUDA_ARCHITECTURES"].split(";")
+        sass = [number(e) for e in entries if e.endswith("-real")]
+        ptx = [number(e) for e in entries if e.endswith("-virtual")]
+        assert len(sass) + len(ptx) == len(entries), (name, entries)
+        assert sass == [number(a) for a in listed], name
+        assert ptx == [number(listed[-1])], name
 
 
 @pytest.mark.parametrize(("outputs", "suffix"), [(CPU_OUTPUTS, ""), (NOVEC_OUTPUTS, "-novec")])

@@ -50,9 +50,11 @@ REHEARSED = {(PLUGIN, LINUX_64): ["--cuda", REHEARSED_CUDA], (CPP, LINUX_64): []
              (PLUGIN, AARCH64): ["--cuda", AARCH64_CUDA, "--platform", AARCH64], (CPP, AARCH64): ["--platform", AARCH64]}
 # the ELF machine each platform's objects are for (recipe/check_plugin_binary.py's TARGET_MACHINES)
 MACHINES = {LINUX_64: "EM_X86_64", AARCH64: "EM_AARCH64"}
-# the rehearsal's own code and data, which a cached result must have been made with
-REHEARSAL_CODE = [*(REPO / "scripts" / name for name in ("rehearse.py", "rattler_render.py", "ninja_graph.py")),
-                  *sorted(p for p in (REPO / "scripts" / "rehearsal").iterdir() if p.suffix in (".py", ".yaml"))]
+# the rehearsal's own code and data, and the code it imports, which a cached result must have been made with
+REHEARSAL_CODE = [*(REPO / "scripts" / name for name in ("rehearse.py", "rattler_render.py", "ninja_graph.py",
+                                                         "bootstrap.py")),
+                  *sorted(p for folder in ("rehearsal", "feedstock") for p in (REPO / "scripts" / folder).rglob("*")
+                          if p.suffix in (".py", ".yaml", ".j2", ".patch"))]
 
 
 def _digest(feedstock: Path, args: list[str], located: Sources, platform: str) -> str:
@@ -210,7 +212,7 @@ def test_the_plugin_never_links_cudnn(plugin_rehearsal: dict) -> None:
     assert link_line and "libcudnn" not in link_line and "-lcudnn" not in link_line
 
 
-def test_the_plugin_link_exports_only_what_the_recipes_export_list_names(plugin_rehearsal: dict) -> None:
+def test_the_plugin_link_takes_the_recipes_export_list_as_its_only_version_script(plugin_rehearsal: dict) -> None:
     version_scripts = [flag for flag in plugin_rehearsal["link_line"].split() if flag.startswith("-Wl,--version-script=")]
     assert [Path(flag.split("=", 1)[1]).name for flag in version_scripts] == ["plugin_exports.map"]
 

@@ -146,7 +146,7 @@ def test_python_test_script_is_told_the_platform_it_checks(evaluated: Feedstock,
         assert ["test_python_cpu.py", package.platform] in runs, package.source
 
 
-def test_cpp_package_ships_the_coreml_header_on_osx_arm64(evaluated: Feedstock) -> None:
+def test_cpp_package_tests_for_the_coreml_header_on_osx_arm64(evaluated: Feedstock) -> None:
     for package in built(evaluated, CPU_OUTPUTS[0], "osx-arm64"):
         (contents,) = [test["package_contents"] for test in package.recipe["tests"] if "package_contents" in test]
         assert "onnxruntime/coreml_provider_factory.h" in contents["include"], package.source

@@ -554,9 +554,12 @@ def test_python_maximum_is_the_newest_python_built_and_the_matrix_says_so(feedst
 
 
 def _oldest_listed_cuda(root: Path) -> str:
-    listed = sorted(CONFIG.cuda.versions, key=version_tuple)
+    """The oldest CUDA version the config lists and the jobs build: once the pinning drops one (12.9, say), the
+    bot's rerender leaves it no job while the config still lists it, and dropping it would show nothing."""
+    built = {job.cuda_version for job in load_jobs(root)}
+    listed = sorted((v for v in CONFIG.cuda.versions if v in built), key=version_tuple)
     if len(listed) < 2:
-        pytest.skip(f"cuda.versions lists one CUDA version ({listed[0]}): dropping it would leave no plugin")
+        pytest.skip(f"the jobs build {len(listed)} of the listed CUDA versions: dropping one would leave no plugin")
     drop_cuda_version(root, listed[0])
     return f"cuda_compiler_version{listed[0]}"
 

@@ -25,7 +25,7 @@ import pytest
 
 from bootstrap import cache_lock
 from conftest import CONFIG, REPO
-from feedstock.ci_support import load_jobs, newest_cuda
+from feedstock.ci_support import job_file, load_jobs, newest_cuda
 from feedstock.cuda_targets import nvcc_targets, number
 from rattler_render import render
 from rehearsal.build import dependencies
@@ -367,8 +367,8 @@ def test_rattler_builds_environments_hold_the_packages_the_recipe_asks_for(rehea
     package its section asks for, and the host none of the build section's tools."""
     output, report, _ = rehearsal
     platform = report["target_platform"]
-    lists = read_yaml(next(p for p in sorted((REPO / ".ci_support").glob(f"{platform.replace('-', '_')}_*.yaml"))
-                           if f"cuda_compiler_version{report['variant']['cuda_compiler_version']}" in p.name))
+    cuda = report["variant"]["cuda_compiler_version"]
+    lists = read_yaml(job_file(REPO, platform, None if cuda == "None" else cuda))
     lists["python"] = [v for v in lists.get("python", []) if v.startswith(f"{sys.version_info[0]}.{sys.version_info[1]}.")]
     (rendered,) = [r for r in render(REPO / "recipe" / "recipe.yaml", lists, platform, LINUX_64) if r.name == output]
     asked = {section: {spec.split()[0] for spec in rendered.recipe["requirements"].get(section, [])}

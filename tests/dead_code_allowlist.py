@@ -49,6 +49,9 @@ standins  # noqa: B018
 fetched_dependencies  # noqa: B018
 patched_sources  # noqa: B018
 
+# pytest calls the hook of tests/conftest.py that marks the tests needing conda-smithy slow.
+pytest_collection_modifyitems  # noqa: B018
+
 # pytest and pytest-timeout call the hooks of scripts/device/case_log.py, a plugin loaded with `-p case_log`.
 pytest_runtest_logreport  # noqa: B018
 pytest_timeout_set_timer  # noqa: B018

@@ -315,7 +315,12 @@ def use_plugin(prefix: Path, manifest: dict, results_dir: Path, purpose: str,
                roots: dict[str, str]) -> dict[str, int]:
     """What a user of the environment does with the plugin its `manifest` names, each run's exit status by its
     name (its log is results/<name>.log)."""
-    runs = {}
+    # IOBinding with device memory and CUDA graphs through the plugin, torch's tensors from the machine's torch
+    runs = {"user-gpu-features": run_in(prefix, [str(prefix / "bin" / "python"), str(HERE / "gpu_features.py"),
+                                                 "--library", str(prefix / manifest["library"]),
+                                                 "--ep", manifest["registration_name"],
+                                                 "--torch-path", sysconfig.get_paths()["purelib"]],
+                                        results_dir / "user-gpu-features.log")}
     if purpose == "package":
         # the library the manifest names, under the registration name it gives, as README.md has users do
         load = ["test_plugin_load.py", "--library", str(prefix / manifest["library"]),

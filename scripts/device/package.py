@@ -56,8 +56,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from cores import NEWEST_CORE  # noqa: E402
-from feedstock.ci_support import job_file, newest_cuda_job_file  # noqa: E402
+from feedstock.ci_support import job_file  # noqa: E402
 from feedstock.shipped_manifest import manifest_dir  # noqa: E402
 from rehearsal.channel import build_channel, standins  # noqa: E402
 from rehearsal.environment import Said, machine_roots, recipe_copy  # noqa: E402
@@ -440,7 +439,8 @@ def main(argv: list[str]) -> int:
         with Step(results, "channel") as record:
             # each job's variant with this machine's CUDA and Python: the GPU machine's own toolkit and interpreter
             cuda_overrides = {"cuda_compiler_version": plan["device_cuda"], "python": f"{python}.* *_cpython"}
-            jobs = {newest_cuda_job_file(REPO, "linux-64"): cuda_overrides}
+            # the CUDA job pack.py chose, which its plan names
+            jobs = {job_file(REPO, "linux-64", plan["cuda"]): cuda_overrides}
             if from_earlier:
                 # the CPU job's stand-ins are what onnxruntime installs with, the CUDA job's what the plugin does;
                 # the first job is the one built
@@ -449,7 +449,7 @@ def main(argv: list[str]) -> int:
             job, variant_overrides = next(iter(jobs.items()))
             record["jobs"] = {path.name: overrides for path, overrides in jobs.items()}
             # the cores the plugin's tests load, which the CPU packages' run replaces with its own onnxruntime
-            cores = {} if from_earlier else {"min_core_version": plan["cores"]["floor"], "newest_core_version": NEWEST_CORE}
+            cores = {} if from_earlier else {"min_core_version": plan["cores"]["floor"], "newest_core_version": plan["cores"]["newest"]}
             chosen = sorted({s for path, overrides in jobs.items() for s in standins([path], cores, overrides=overrides)},
                             key=lambda s: (s.name, s.version, s.build))
             shutil.rmtree(channel, ignore_errors=True)

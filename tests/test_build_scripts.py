@@ -30,7 +30,7 @@ from feedstock.reader import parse_yaml
 from feedstock.shipped_manifest import manifest_dir
 from support.build_scripts import build_targets, configure_args, parallel_jobs, run_build_script
 from support.fake_tools import FakeTools
-from support.pyenvs import python_env, run
+from support.pyenvs import core_env, python_env, run
 from support.recipe_checks import Built, Feedstock
 from support import upstream_source
 from support.yaml_files import read_yaml
@@ -100,7 +100,6 @@ MSVC_RUNTIME_OPTION = re.compile(r'(?:cmake_dependent_)?option\(\s*(\w+_MSVC_STA
 PLUGIN_VERSION = "0.7.1"
 
 # The recipe's CPU test script needs these next to a core; the cores bracket what the plugin supports.
-PYTHON_TEST_REQUIREMENTS = ["onnx==1.23.2", "numpy"]
 # the ONNX Runtime the recipe builds, whose PyPI core stands in for its own
 SOURCE_VERSION = load_bot_fields(REPO).version
 
@@ -952,7 +951,7 @@ def test_load_test_fails_clearly_without_driver_or_stub(tmp_path):
 @pytest.mark.network
 @pytest.mark.parametrize("core", [SOURCE_VERSION, NEWEST_CORE], ids=["source", "newest"])
 def test_python_cpu_test_passes_against_a_pypi_core(core):
-    python = python_env(f"python-cpu-{core}", [f"onnxruntime=={core}", *PYTHON_TEST_REQUIREMENTS])
+    python = core_env(core)
 
     result = run(python, str(RECIPE / "test_python_cpu.py"), "linux-64")
 
@@ -965,8 +964,7 @@ def test_python_cpu_test_passes_against_a_pypi_core(core):
 def test_python_cpu_test_fails_on_a_core_whose_iobinding_leaves_nvidia_out():
     """The floor core's Python layer binds "cuda" with no vendor id, which a CUDA plugin's memory is not
     found by: the check the recipe runs on its own core tells."""
-    python = python_env(f"python-cpu-{FLOOR_CORE_VERSION}", [f"onnxruntime=={FLOOR_CORE_VERSION}",
-                                                            *PYTHON_TEST_REQUIREMENTS])
+    python = core_env(FLOOR_CORE_VERSION)
 
     result = run(python, str(RECIPE / "test_python_cpu.py"), "linux-64")
 
@@ -977,7 +975,7 @@ def test_python_cpu_test_fails_on_a_core_whose_iobinding_leaves_nvidia_out():
 @pytest.mark.network
 def test_python_cpu_test_requires_coreml_when_told_it_checks_osx_arm64():
     """PyPI's linux wheel has no CoreML EP, which the recipe builds into the osx-arm64 package."""
-    python = python_env(f"python-cpu-{NEWEST_CORE}", [f"onnxruntime=={NEWEST_CORE}", *PYTHON_TEST_REQUIREMENTS])
+    python = core_env(NEWEST_CORE)
 
     result = run(python, str(RECIPE / "test_python_cpu.py"), "osx-arm64")
 
@@ -1001,7 +999,7 @@ sys.meta_path.insert(0, WarnAtOnnxruntimeImport())
 
 @pytest.mark.network
 def test_python_cpu_test_fails_when_import_onnxruntime_warns(tmp_path):
-    python = python_env(f"python-cpu-{NEWEST_CORE}", [f"onnxruntime=={NEWEST_CORE}", *PYTHON_TEST_REQUIREMENTS])
+    python = core_env(NEWEST_CORE)
     (tmp_path / "sitecustomize.py").write_text(WARN_AT_ONNXRUNTIME_IMPORT)
 
     result = run(python, str(RECIPE / "test_python_cpu.py"), env={"PYTHONPATH": str(tmp_path)})

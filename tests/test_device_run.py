@@ -36,7 +36,7 @@ from rehearsal.resolve import render_with_solve, variant_file  # noqa: E402
 from rehearsal.downloads import BUILD_PLATFORM  # noqa: E402
 from rehearsal.sources import MIRROR_TREE_PATCHES, mirror_folder  # noqa: E402
 from support import upstream_source  # noqa: E402
-from support.pyenvs import python_env, run  # noqa: E402
+from support.pyenvs import core_env, run  # noqa: E402
 
 
 def run_sh(top: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -495,7 +495,7 @@ def test_the_mirror_trees_iobinding_names_nvidia_once_rattler_build_has_applied_
     [variant] = Stage0Recipe.from_file(recipe / "recipe.yaml").render(VariantConfig(), RenderConfig())
     patched = DebugSession.create(variant, output_dir=tmp_path / "out", channels=[channel.as_uri()]).work_dir / member
     version = load_bot_fields(REPO).version
-    python = python_env(f"python-cpu-{version}", [f"onnxruntime=={version}", "onnx==1.23.2", "numpy"])
+    python = core_env(version)
     check = REPO / "recipe" / "test_python_cpu.py"
 
     before = run(python, "-c", IOBINDING_CHECK, str(tree / member), str(check))

@@ -13,17 +13,14 @@ import pytest
 
 from conftest import FLOOR_CORE_VERSION
 from cores import NEWEST_CORE
-from support.pyenvs import python_env, run
+from support.pyenvs import core_env, run
 from support.wheels import GGML, WEBGPU, linux_library
 
 LOAD = Path(__file__).resolve().parents[1] / "recipe" / "test_plugin_load.py"
-# What the recipe's load test needs next to a core; onnx builds the model, numpy compares results.
-LOAD_REQUIREMENTS = ["onnx==1.23.2", "numpy"]
-FLOOR_CORE = f"onnxruntime=={FLOOR_CORE_VERSION}"
 # The webgpu plugin refuses cores older than its floor, 1.24.4, at registration.
-BELOW_FLOOR_CORE = "onnxruntime==1.24.1"
+BELOW_FLOOR_CORE = "1.24.1"
 # registers a plugin by loading it, unloading it and loading it again (docs/gpu-runs/2026-12-01-fourth-run.md)
-RELOADING_CORE = "onnxruntime==1.30.0"
+RELOADING_CORE = "1.30.0"
 CORE_FAILURE = "onnxruntime.capi.onnxruntime_pybind11_state.Fail: [ONNXRuntimeError] : 1 : FAIL : "
 
 pytestmark = [
@@ -34,22 +31,22 @@ pytestmark = [
 
 @pytest.fixture(scope="session")
 def floor_core() -> Path:
-    return python_env("load-floor-core", [FLOOR_CORE, *LOAD_REQUIREMENTS])
+    return core_env(FLOOR_CORE_VERSION)
 
 
 @pytest.fixture(scope="session")
 def newest_core() -> Path:
-    return python_env("load-newest-core", [f"onnxruntime=={NEWEST_CORE}", *LOAD_REQUIREMENTS])
+    return core_env(NEWEST_CORE)
 
 
 @pytest.fixture(scope="session")
 def reloading_core() -> Path:
-    return python_env("load-reloading-core", [RELOADING_CORE, *LOAD_REQUIREMENTS])
+    return core_env(RELOADING_CORE)
 
 
 @pytest.fixture(scope="session")
 def below_floor_core() -> Path:
-    return python_env("load-below-floor-core", [BELOW_FLOOR_CORE, *LOAD_REQUIREMENTS])
+    return core_env(BELOW_FLOOR_CORE)
 
 
 def load(core: Path, library: Path, ep_name: str, *options: str) -> subprocess.CompletedProcess[str]:

@@ -12,14 +12,12 @@ import pytest
 
 from conftest import FLOOR_CORE_VERSION, REPO
 from cores import NEWEST_CORE
-from support.pyenvs import python_env, run
+from support.pyenvs import core_env, run
 
 SPEED = REPO / "scripts" / "device" / "speed.py"
 sys.path.insert(0, str(SPEED.parent))
 import speed  # noqa: E402
 
-# the same environments as tests/test_load_script.py's
-REQUIREMENTS = ["onnx==1.23.2", "numpy"]
 # y = Relu(MatMul(x, w)) with x's first dimension left open, as the exported models' batch is
 MODEL = """
 import sys
@@ -40,8 +38,7 @@ pytestmark = [pytest.mark.network, pytest.mark.skipif(sys.platform != "linux", r
 
 @pytest.fixture(scope="module")
 def cores() -> dict[str, Path]:
-    return {"floor": python_env("load-floor-core", [f"onnxruntime=={FLOOR_CORE_VERSION}", *REQUIREMENTS]),
-            "newest": python_env("load-newest-core", [f"onnxruntime=={NEWEST_CORE}", *REQUIREMENTS])}
+    return {"floor": core_env(FLOOR_CORE_VERSION), "newest": core_env(NEWEST_CORE)}
 
 
 def measure(python: Path, label: str, models: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:

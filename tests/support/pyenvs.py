@@ -50,6 +50,15 @@ def python_env(name: str, requirements: list[str]) -> Path:
         pip_failed(f"install {requirements} into {env}", failure.output)
 
 
+# what the recipe's test scripts need beside a core: onnx builds their models, numpy compares the results
+CORE_TEST_REQUIREMENTS = ["onnx==1.23.2", "numpy"]
+
+
+def core_env(version: str) -> Path:
+    """The interpreter of a venv with PyPI's onnxruntime `version` and what the recipe's test scripts need."""
+    return python_env(f"core-{version}", [f"onnxruntime=={version}", *CORE_TEST_REQUIREMENTS])
+
+
 def site_packages(python: Path) -> Path:
     out = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

@@ -54,8 +54,10 @@ def mirror_with_sources() -> Path:
     mirror = mirror_folder(os.environ)
     if mirror is None:
         pytest.skip("no mirror folder (ORT_SOURCE_MIRROR, else ../shared/upstream): the bundles carry its files")
-    if reason := pack.missing(mirror, pack.build_plan(REPO)["version"]):
-        pytest.skip(reason)
+    try:
+        pack.mirrored(mirror, pack.build_plan(REPO)["version"], "package")
+    except pack.PackError as reason:
+        pytest.skip(str(reason))
     return mirror
 
 

@@ -46,7 +46,7 @@ from feedstock.ci_support import load_jobs, newest_cuda  # noqa: E402
 from rehearsal import RehearsalError  # noqa: E402
 from rehearsal.evaluate import evaluate  # noqa: E402
 from rehearsal.environment import PROTOBUF_DEBS, TOOL_WHEELS  # noqa: E402
-from rehearsal.sources import TREES, mirror_folder  # noqa: E402
+from rehearsal.sources import TREES, Sources, SourcesUnavailable, from_mirror, mirror_folder  # noqa: E402
 
 MIB = 1024 * 1024
 # One call carries 64 MiB; the tracked checkout travels with every bundle and must stay under the rest.
@@ -184,15 +184,18 @@ def build_plan(feedstock: Path, purpose: str = "package") -> dict:
     }
 
 
-def sources(upstream: Path, version: str) -> tuple[Path, Path, Path]:
-    """What the run takes from the mirror folder: the tarball of `version`, the trees and the archives."""
-    return upstream / f"onnxruntime-{version}-src.tar.zst", upstream / TREES, upstream / "mirror"
-
-
-def missing(upstream: Path, version: str) -> str | None:
-    """Why the mirror folder cannot give the run its sources, or None when it can."""
-    absent = [str(path) for path in sources(upstream, version) if not path.exists()]
-    return f"{', '.join(absent)}: missing; the GPU run needs ONNX Runtime's source and mirror there" if absent else None
+def mirrored(upstream: Path, version: str, purpose: str) -> Sources:
+    """The mirror folder's sources of `version` that a run of `purpose` takes (rehearsal/sources.py reads the
+    folder); a PackError saying what is missing otherwise."""
+    try:
+        located = from_mirror(upstream, version)
+    except SourcesUnavailable as error:
+        raise PackError(str(error)) from None
+    if not located.tarball.name.endswith(".tar.zst"):
+        raise PackError(f"{located.tarball}: the GPU machine unpacks the source with zstd; give it as .tar.zst")
+    if purpose != "cpu" and located.trees is None:
+        raise PackError(f"{upstream / TREES}: missing; the plugin's build takes cutlass and cudnn_frontend from it")
+    return located
 
 
 def _download(requirement: str, folder: Path) -> None:
@@ -220,13 +223,11 @@ def gather(upstream: Path | None, plan: dict, scratch: Path) -> dict[str, Path]:
     if plan["outputs"]:  # none: the run installs earlier runs' packages
         if upstream is None:
             raise PackError("no mirror folder: name one with --mirror or ORT_SOURCE_MIRROR")
-        if reason := missing(upstream, plan["version"]):
-            raise PackError(reason)
-        tarball, trees, _ = sources(upstream, plan["version"])
+        located = mirrored(upstream, plan["version"], plan["purpose"])
         # cutlass and cudnn_frontend are the plugin's alone
-        build = {f"sources/{p.name}": p for p in (tarball, *([] if plan["purpose"] == "cpu" else [trees]))}
-        build |= {f"mirror/{p.relative_to(upstream / 'mirror')}": p
-                  for p in sorted((upstream / "mirror").rglob("*")) if p.is_file()}
+        build = {f"sources/{p.name}": p for p in (located.tarball, *([] if plan["purpose"] == "cpu" else [located.trees]))}
+        build |= {f"mirror/{p.relative_to(located.deps_mirror)}": p
+                  for p in sorted(located.deps_mirror.rglob("*")) if p.is_file()}
     if "compare" in plan:
         compared = scratch / "compared"
         _download(plan["compare"], compared)

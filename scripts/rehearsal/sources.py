@@ -136,7 +136,7 @@ def at_hand(recipe: RecipeSource, cache: Path, environ: Mapping[str, str] = os.e
     mirror = mirror_folder(environ)
     if mirror is not None:
         try:
-            return _from_mirror(mirror, recipe.version, ())
+            return from_mirror(mirror, recipe.version)
         except SourcesUnavailable:
             return None
     target = downloads(cache) / mirror_path(recipe.url)
@@ -151,7 +151,7 @@ def locate(feedstock: Path, cache: Path, dependencies: Sequence[str] = (),
     recipe = recipe_source(feedstock)
     mirror = mirror_folder(environ)
     if mirror is not None:
-        return _from_mirror(mirror, recipe.version, dependencies)
+        return from_mirror(mirror, recipe.version, dependencies)
     base_url = environ.get(BASE_URL_VARIABLE, "")
     folder = downloads(cache)
     tarball = _fetch(recipe.url, "sha256", recipe.sha256, "recipe/recipe.yaml", folder, base_url)
@@ -169,7 +169,8 @@ def _listed(listed: dict[str, tuple[str, str]], name: str, tarball: Path) -> tup
     return listed[name]
 
 
-def _from_mirror(mirror: Path, version: str, dependencies: Sequence[str]) -> Sources:
+def from_mirror(mirror: Path, version: str, dependencies: Sequence[str] = ()) -> Sources:
+    """The mirror folder's source of `version`, its trees when it has them, and the deps.txt archives named."""
     found = sorted(mirror.glob(f"onnxruntime-{version}-src.tar*"))
     if len(found) != 1:
         raise SourcesUnavailable(f"{mirror} ({MIRROR_VARIABLE}): {len(found)} files named "

@@ -136,9 +136,7 @@ def report(top: Path) -> int:
     lines = [f"# GPU run ({plan.get('purpose', 'package')}): {built}, {plan['version']}, linux-64 (CUDA job {plan['cuda']})", "",
              f"- machine: {_command('nvidia-smi', '-L')}; {_command('nproc')} cores",
              f"- driver: {_command('nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader')}",
-             "", "## Settings that differ from conda-forge's build (none of them is in the recipe)", ""]
-    lines += [f"- {kind} `{name}={value}`: {why}" for kind, entries in plan["overrides"].items()
-              for name, value, why in entries]
+             "- the settings in which the build differs from conda-forge's: package.md"]
     lines += ["", "## Steps", "", "| step | exit | seconds | what its log says |", "|---|---|---|---|"]
     steps = results / "steps.tsv"
     ended = [row.split("\t") for row in (steps.read_text().splitlines() if steps.exists() else [])]

@@ -122,7 +122,7 @@ def write_report(results: dict, path: Path) -> None:
     for name, step in steps.items():
         if step.get("error"):
             lines += ["", f"{name}: {step['error']}"]
-    lines += ["", "## Settings that differ from conda-forge's build", ""]
+    lines += ["", "## Settings that differ from conda-forge's build (none of them is in the recipe)", ""]
     for kind, entries in results.get("overrides", {}).items():
         lines += [f"- {kind} `{name}` = `{value}`: {reason}" for name, value, reason in entries]
     if "diff" in steps.get("recipe", {}):

@@ -90,12 +90,13 @@ def describe(device: Any) -> str:
     return f"{device.ep_name} on {device.device.type.name} (vendor {device.ep_vendor})"
 
 
-def ep_only_session(model: bytes, devices: list[Any]) -> ort.InferenceSession:
+def ep_only_session(model: bytes | str, devices: list[Any],
+                    ep_options: dict[str, str] | None = None) -> ort.InferenceSession:
     options = ort.SessionOptions()
     # Without this the core quietly runs unsupported nodes, or the whole model, on the CPU EP.
     options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     options.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
-    options.add_provider_for_devices(devices, {})
+    options.add_provider_for_devices(devices, ep_options or {})
     return ort.InferenceSession(model, sess_options=options)
 
 
@@ -127,15 +128,18 @@ def cpu_reference(model: bytes, inputs: dict[str, np.ndarray]) -> np.ndarray:
     return session.run(None, inputs)[0]
 
 
+def matching_cpu(result: np.ndarray, expected: np.ndarray, ep_name: str) -> str:
+    """What `result` of `ep_name` is beside the CPU EP's `expected`; PluginCheckFailed when they differ."""
+    if not np.allclose(result, expected, rtol=1e-5, atol=1e-6):
+        raise PluginCheckFailed(f"{ep_name} computed {result.tolist()}, the CPU EP {expected.tolist()}")
+    return f"{result.size} values match the CPU EP (max abs difference {np.max(np.abs(result - expected))})"
+
+
 def run_on_ep(ep_name: str, devices: list[Any]) -> None:
     model, inputs = small_model(), model_inputs()
     session = ep_only_session(model, devices)
     step("session", prove_nodes_on_ep(session, ep_name))
-    result = session.run(None, inputs)[0]
-    expected = cpu_reference(model, inputs)
-    if not np.allclose(result, expected, rtol=1e-5, atol=1e-6):
-        raise PluginCheckFailed(f"{ep_name} computed {result.tolist()}, the CPU EP {expected.tolist()}")
-    step("compare", f"{result.size} values match the CPU EP (max abs difference {np.max(np.abs(result - expected))})")
+    step("compare", matching_cpu(session.run(None, inputs)[0], cpu_reference(model, inputs), ep_name))
 
 
 def exercise_registered(arguments: argparse.Namespace) -> None:

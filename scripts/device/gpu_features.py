@@ -41,22 +41,9 @@ import speed  # noqa: E402
 WARMUP = 100
 
 
-def session(model: bytes | str, devices: list, options: dict[str, str] | None = None) -> ort.InferenceSession:
-    """Every node on the plugin (the CPU EP's fallback off), with `options` for it."""
-    settings = ort.SessionOptions()
-    settings.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    settings.add_provider_for_devices(devices, options or {})
-    return ort.InferenceSession(model, sess_options=settings)
-
-
-def matching(result: np.ndarray, expected: np.ndarray) -> None:
-    if not np.allclose(result, expected, rtol=1e-5, atol=1e-6):
-        raise AssertionError(f"{result.tolist()} where the CPU EP computed {expected.tolist()}")
-
-
 def iobinding_output(devices: list) -> str:
     model, inputs = load_test.small_model(), load_test.model_inputs()
-    run = session(model, devices)
+    run = load_test.ep_only_session(model, devices)
     binding = run.io_binding()
     for name, value in inputs.items():
         binding.bind_cpu_input(name, value)
@@ -65,13 +52,13 @@ def iobinding_output(devices: list) -> str:
     (output,) = binding.get_outputs()
     if output.device_name() != "cuda":
         raise AssertionError(f"the output is on {output.device_name()}, not cuda")
-    matching(output.numpy(), load_test.cpu_reference(model, inputs))
+    load_test.matching_cpu(output.numpy(), load_test.cpu_reference(model, inputs), devices[0].ep_name)
     return "output on cuda, equal to the CPU EP's"
 
 
 def iobinding_ortvalue(devices: list) -> str:
     model, inputs = load_test.small_model(), load_test.model_inputs()
-    run = session(model, devices)
+    run = load_test.ep_only_session(model, devices)
     binding = run.io_binding()
     values = {name: ort.OrtValue.ortvalue_from_numpy(value, "cuda", 0) for name, value in inputs.items()}
     for name, value in values.items():
@@ -81,7 +68,7 @@ def iobinding_ortvalue(devices: list) -> str:
     for name, value in values.items():
         if not np.array_equal(value.numpy(), inputs[name]):
             raise AssertionError(f"input {name} read back from the GPU differs")
-    matching(binding.get_outputs()[0].numpy(), load_test.cpu_reference(model, inputs))
+    load_test.matching_cpu(binding.get_outputs()[0].numpy(), load_test.cpu_reference(model, inputs), devices[0].ep_name)
     return "inputs made on cuda read back unchanged, output equal to the CPU EP's"
 
 
@@ -89,7 +76,7 @@ def iobinding_torch(devices: list) -> str:
     import torch  # noqa: PLC0415 - the machine's, from --torch-path
 
     model, inputs = load_test.small_model(), load_test.model_inputs()
-    run = session(model, devices)
+    run = load_test.ep_only_session(model, devices)
     binding = run.io_binding()
     tensors = {name: torch.from_numpy(value).cuda() for name, value in inputs.items()}
     result = torch.empty((4, 4), dtype=torch.float32, device="cuda")
@@ -98,13 +85,13 @@ def iobinding_torch(devices: list) -> str:
     binding.bind_output("y", "cuda", 0, np.float32, list(result.shape), result.data_ptr())
     run.run_with_iobinding(binding)
     torch.cuda.synchronize()
-    matching(result.cpu().numpy(), load_test.cpu_reference(model, inputs))
+    load_test.matching_cpu(result.cpu().numpy(), load_test.cpu_reference(model, inputs), devices[0].ep_name)
     return f"torch {torch.__version__} tensors bound by data_ptr(), output written in place"
 
 
 def graph_session(model: bytes | str, devices: list, inputs: dict[str, np.ndarray], graphs: bool):
     """A session on device buffers bound once, as CUDA graphs need: (session, binding, input values, output)."""
-    run = session(model, devices, {"enable_cuda_graph": "1"} if graphs else {})
+    run = load_test.ep_only_session(model, devices, {"enable_cuda_graph": "1"} if graphs else {})
     binding = run.io_binding()
     values = {name: ort.OrtValue.ortvalue_from_numpy(value, "cuda", 0) for name, value in inputs.items()}
     for name, value in values.items():
@@ -120,12 +107,12 @@ def cuda_graph(devices: list) -> str:
     run, binding, values, output = graph_session(model, devices, inputs, graphs=True)
     for _ in range(3):  # the first captures, the others replay
         run.run_with_iobinding(binding)
-    matching(output.numpy(), load_test.cpu_reference(model, inputs))
+    load_test.matching_cpu(output.numpy(), load_test.cpu_reference(model, inputs), devices[0].ep_name)
     refilled = {name: value[::-1].copy() for name, value in inputs.items()}
     for name, value in values.items():
         value.update_inplace(refilled[name])
     run.run_with_iobinding(binding)
-    matching(output.numpy(), load_test.cpu_reference(model, refilled))
+    load_test.matching_cpu(output.numpy(), load_test.cpu_reference(model, refilled), devices[0].ep_name)
     return "captured, replayed, and a replay on refilled inputs equal to the CPU EP's"
 
 

@@ -41,9 +41,10 @@ class EpAutoregistrationWarning(RuntimeWarning):
 def register_installed_plugins() -> None:
     """Register each manifest's library, and warn once for each manifest that fails. Never raises."""
     value = os.environ.get(DISABLE_VARIABLE, "")
-    if value.strip().lower() in _LEAVES_ON:
+    setting = value.strip().lower()
+    if setting in _LEAVES_ON:
         said = _register_all(os.path.dirname(os.path.abspath(__file__)))
-    elif value.strip().lower() in _SWITCHES_OFF:
+    elif setting in _SWITCHES_OFF:
         said = []
     else:
         said = [f"{DISABLE_VARIABLE}={value[:40]!r} is none of {', '.join(_SWITCHES_OFF)} (off) or "

@@ -32,10 +32,11 @@ from pathlib import Path
 
 from feedstock.cuda_targets import number
 from ninja_graph import run_generators, target_compiles
+from recipe_code import recipe_module
 
 # the recipe's own rule for how many compiles run at once, from the plugin's build script
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipe"))
-from build_ep_cuda import KIB_PER_GB, build_jobs  # noqa: E402
+_PLUGIN_BUILD = recipe_module("build_ep_cuda.py")
+KIB_PER_GB, build_jobs = _PLUGIN_BUILD.KIB_PER_GB, _PLUGIN_BUILD.build_jobs
 
 # (kind, a pattern its source paths match): the first kind that matches a unit is its kind. The
 # paths are ONNX Runtime's at 1.30.0; a unit that matches none stops `classify`, so a new family

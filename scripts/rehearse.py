@@ -9,12 +9,12 @@
 The recipe is evaluated by rattler-build's engine for the PLATFORM (default linux-64) variant in
 .ci_support/, with this machine's Python, built on linux-64: linux-aarch64 is cross-compiled, as
 conda-forge.yml's build_platform has conda-forge build it. rattler-build makes its build and host
-environments from the stand-in channel of scripts/rehearsal/standins.yaml, built with this machine's files
-(scripts/rehearsal/environment.py), and runs the build script in them up to its build step, where it stops
+environments from the stand-in channel of scripts/standins/standins.yaml, built with this machine's files
+(scripts/standins/environment.py), and runs the build script in them up to its build step, where it stops
 and names the targets that step builds; a sample of their build graph is then compiled and audited as the
-recipe audits the plugin (see scripts/rehearsal/build.py). ORT's source and the archives its CMake fetches
+recipe audits the plugin (see scripts/rehearsal.py). ORT's source and the archives its CMake fetches
 come from the mirror folder that ORT_SOURCE_MIRROR names, or are downloaded by the recipe's URL and sha256
-and deps.txt's URLs and SHA1s into the cache (scripts/rehearsal/sources.py). DIR ends up with the recipe's
+and deps.txt's URLs and SHA1s into the cache (scripts/standins/sources.py). DIR ends up with the recipe's
 copy, rattler-build's work folder (DIR/src links to its source tree, where the build tree is) and
 report.txt/report.json.
 Exit 0 when configure and every sampled compile succeeded, 1 when not, 2 on bad input or when the
@@ -35,18 +35,18 @@ bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 from feedstock.ci_support import job_file, load_jobs  # noqa: E402
 from feedstock.errors import InputError  # noqa: E402
 from feedstock.inputs import load_config  # noqa: E402
-from rehearsal import RehearsalError  # noqa: E402
-from rehearsal.build import DEPENDENCIES, dependencies, rehearse  # noqa: E402
-from rehearsal.evaluate import evaluate  # noqa: E402
-from rehearsal.channel import load_standins  # noqa: E402
-from rehearsal.downloads import BUILD_PLATFORM, PLATFORMS  # noqa: E402
-from rehearsal.sources import SourcesUnavailable, WrongHash, locate  # noqa: E402
+from standins import StandinError, cache_folder  # noqa: E402
+from rehearsal import DEPENDENCIES, dependencies, rehearse  # noqa: E402
+from standins.evaluate import evaluate  # noqa: E402
+from standins.channel import load_standins  # noqa: E402
+from standins.downloads import BUILD_PLATFORM, PLATFORMS  # noqa: E402
+from standins.sources import SourcesUnavailable, WrongHash, locate  # noqa: E402
 
 def without_nvcc(feedstock: Path, platform: str = BUILD_PLATFORM) -> list[str]:
     """The platform's jobs' CUDA versions that no rehearsal can take: standins.yaml has no nvcc for them."""
     nvcc = load_standins()["cuda-nvcc_linux-64"]["pypi"]
     versions = sorted({job.cuda_version for job in load_jobs(feedstock) if job.platform == platform and job.cuda_version})
-    return [f"CUDA {v}: scripts/rehearsal/standins.yaml has no nvcc for it" for v in versions if v not in nvcc]
+    return [f"CUDA {v}: scripts/standins/standins.yaml has no nvcc for it" for v in versions if v not in nvcc]
 
 
 def sass_architectures(rendered: dict) -> list[str]:
@@ -70,13 +70,13 @@ def main(argv: list[str]) -> int:
                         help="the target platform (default linux-64); the build machine is linux-64")
     parser.add_argument("--workdir", required=True, type=Path)
     parser.add_argument("--feedstock", type=Path, default=bootstrap.REPO, help="the feedstock to rehearse (default: this one)")
-    parser.add_argument("--cache", type=Path, default=bootstrap.REPO / ".cache" / "rehearsal",
+    parser.add_argument("--cache", type=Path, default=cache_folder(bootstrap.REPO),
                         help="downloads kept between rehearsals")
     parser.add_argument("--no-sample", action="store_true", help="configure and record the graph, compile nothing")
     args = parser.parse_args(argv)
     try:
         if (args.output == "onnxruntime-ep-cuda") != (args.cuda is not None):
-            raise RehearsalError("--cuda is required for onnxruntime-ep-cuda and means nothing for the CPU outputs")
+            raise StandinError("--cuda is required for onnxruntime-ep-cuda and means nothing for the CPU outputs")
         sources = locate(args.feedstock.resolve(), args.cache.resolve(), dependencies(args.output, args.platform))
         python = f"{sys.version_info.major}.{sys.version_info.minor}"
         rendered, variant = evaluate(args.feedstock.resolve(), args.output, args.cuda, python, args.platform)
@@ -88,7 +88,7 @@ def main(argv: list[str]) -> int:
                           args.workdir.resolve(), args.cache.resolve(), without_file, sample=not args.no_sample,
                           not_rehearsed=without_nvcc(args.feedstock, args.platform) if args.cuda else [],
                           architectures=architectures, newest=newest)
-    except (RehearsalError, InputError, SourcesUnavailable, WrongHash) as error:
+    except (StandinError, InputError, SourcesUnavailable, WrongHash) as error:
         print(f"rehearse: {error}", file=sys.stderr)
         return 2
     print((args.workdir / "report.txt").read_text(), end="")

@@ -27,7 +27,8 @@ bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
 from feedstock import architectures, builds, ci_support, files, hand_edits, inputs, rendering  # noqa: E402
 from feedstock.errors import InputError, Problem  # noqa: E402
-from rehearsal.sources import at_hand, source_of  # noqa: E402
+from standins import cache_folder  # noqa: E402
+from standins.sources import at_hand, source_of  # noqa: E402
 
 
 def ort_refusals(root: Path, config: inputs.Config, bot: inputs.BotFields) -> list[Problem]:
@@ -35,7 +36,7 @@ def ort_refusals(root: Path, config: inputs.Config, bot: inputs.BotFields) -> li
     recipe's source is at hand (the mirror folder, or the rehearsal's download); without it, nothing is
     checked here, and the rehearsal's and the build's configure are where ORT's CMake first sees the lists."""
     cmake = shutil.which("cmake")
-    located = at_hand(source_of(config, bot), root / ".cache" / "rehearsal")
+    located = at_hand(source_of(config, bot), cache_folder(root))
     if cmake is None or located is None:
         return []
     cached = root / ".cache" / "ort-cmake" / f"{located.tarball.name}-{located.tarball.stat().st_size}.cmake"

@@ -3,10 +3,10 @@
 
     python3 scripts/resolve.py [--feedstock DIR] [--channel DIR]
 
-The stand-in channel (scripts/rehearsal/channel.py: one package of metadata for each conda-forge package
-scripts/rehearsal/standins.yaml describes) is built into DIR (default .cache/channel), then each
+The stand-in channel (scripts/standins/channel.py: one package of metadata for each conda-forge package
+scripts/standins/standins.yaml describes) is built into DIR (default .cache/channel), then each
 linux-64 `.ci_support` file is rendered by rattler-build with its build and host environments solved,
-and each test section's environment is solved by rattler's solver (scripts/rehearsal/resolve.py).
+and each test section's environment is solved by rattler's solver (scripts/standins/resolve.py).
 Exit 0 when every environment resolves, 1 when one does not (it is named), 2 on bad input.
 """
 
@@ -25,9 +25,9 @@ bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 from cores import NEWEST_CORE  # noqa: E402
 from feedstock.errors import InputError  # noqa: E402
 from feedstock.inputs import load_config  # noqa: E402
-from rehearsal.channel import build_channel, standins  # noqa: E402
-from rehearsal import RehearsalError  # noqa: E402
-from rehearsal.resolve import describe, resolve_job  # noqa: E402
+from standins.channel import build_channel, standins  # noqa: E402
+from standins import StandinError  # noqa: E402
+from standins.resolve import describe, resolve_job  # noqa: E402
 
 
 def job_files(feedstock: Path) -> list[Path]:
@@ -48,12 +48,12 @@ def main(argv: list[str]) -> int:
     try:
         jobs = job_files(feedstock)
         if not jobs:
-            raise RehearsalError(f"{feedstock / '.ci_support'}: no linux-64 job files")
+            raise StandinError(f"{feedstock / '.ci_support'}: no linux-64 job files")
         build_channel(standins(jobs, core_versions(feedstock)), args.channel.resolve())
         ok = True
         for job in jobs:
             ok &= describe(job, resolve_job(feedstock / "recipe" / "recipe.yaml", job, args.channel.resolve()))
-    except RehearsalError as error:
+    except StandinError as error:
         print(f"resolve: {error}", file=sys.stderr)
         return 1
     except InputError as error:

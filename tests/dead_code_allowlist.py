@@ -43,7 +43,7 @@ _content  # noqa: B018
 adapter  # noqa: B018
 kwargs  # noqa: B018
 
-# Fields of scripts/rehearsal/build.py's Report, written to report.json (dataclasses.asdict) and read
+# Fields of scripts/rehearsal.py's Report, written to report.json (dataclasses.asdict) and read
 # back from that file by tests/test_rehearsal.py and by whoever reads the report.
 standins  # noqa: B018
 fetched_dependencies  # noqa: B018
@@ -57,7 +57,7 @@ pytest_runtest_logreport  # noqa: B018
 pytest_timeout_set_timer  # noqa: B018
 pytest_timeout_cancel_timer  # noqa: B018
 
-# rattler-build calls the methods of a progress callback (scripts/rehearsal/environment.py's Said).
+# rattler-build calls the methods of a progress callback (scripts/standins/environment.py's Said).
 on_log  # noqa: B018
 on_build_step  # noqa: B018
 

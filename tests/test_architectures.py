@@ -21,7 +21,8 @@ from feedstock.architectures import NVCC_ARCHITECTURES, NVCC_RELEASES
 from feedstock.cuda_targets import number
 from feedstock.inputs import load_bot_fields
 from feedstock.reader import version_tuple
-from rehearsal.sources import MIRROR_VARIABLE, at_hand, recipe_source
+from standins import cache_folder
+from standins.sources import MIRROR_VARIABLE, at_hand, recipe_source
 from support.wheels import unpacked_wheel
 
 # The wheel each row was read from (at its NVCC_RELEASES version), and the program in it that says what it
@@ -60,7 +61,7 @@ def test_the_facts_table_lists_what_each_cuda_versions_compiler_accepts(version:
 
 def ort_mirror() -> Path:
     """The mirror folder, when it holds the recipe's source; a skip that says why otherwise."""
-    located = at_hand(recipe_source(REPO), REPO / ".cache" / "rehearsal")
+    located = at_hand(recipe_source(REPO), cache_folder(REPO))
     if located is None or not located.origin.startswith("mirror"):
         pytest.skip("the recipe's ONNX Runtime source is in no mirror folder (ORT_SOURCE_MIRROR, else ../shared/upstream)")
     return located.tarball.parent

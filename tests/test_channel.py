@@ -1,7 +1,7 @@
 """Every linux-64 job's requirements resolve against the stand-in channel (scripts/resolve.py).
 
 rattler-build renders each `.ci_support` file and solves its build and host environments against a
-channel of stand-ins built by rattler-build from scripts/rehearsal/standins.yaml; rattler's solver
+channel of stand-ins built by rattler-build from scripts/standins/standins.yaml; rattler's solver
 solves each test section's environment. A requirement the channel cannot meet fails the command and
 is named, whether misspelled, mis-pinned or asked for by a test.
 """
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 RESOLVE = REPO / "scripts" / "resolve.py"
 sys.path.insert(0, str(REPO / "scripts"))
 from feedstock.ci_support import newest_cuda_job_file  # noqa: E402
-from rehearsal.channel import Standin, build_channel, standins  # noqa: E402
+from standins.channel import Standin, build_channel, standins  # noqa: E402
 
 # every test here builds a stand-in channel and solves in it
 pytestmark = pytest.mark.slow

@@ -29,12 +29,12 @@ from feedstock.ci_support import job_file, newest_cuda_job_file  # noqa: E402
 from feedstock.inputs import load_bot_fields  # noqa: E402
 from rattler_render import render  # noqa: E402
 from support.yaml_files import read_yaml  # noqa: E402
-from rehearsal.channel import build_channel, standins  # noqa: E402
-from rehearsal.environment import machine_roots  # noqa: E402
-from rehearsal.evaluate import evaluate  # noqa: E402
-from rehearsal.resolve import render_with_solve, variant_file  # noqa: E402
-from rehearsal.downloads import BUILD_PLATFORM  # noqa: E402
-from rehearsal.sources import MIRROR_TREE_PATCHES, mirror_folder  # noqa: E402
+from standins.channel import build_channel, standins  # noqa: E402
+from standins.environment import machine_roots  # noqa: E402
+from standins.evaluate import evaluate  # noqa: E402
+from standins.resolve import render_with_solve, variant_file  # noqa: E402
+from standins.downloads import BUILD_PLATFORM  # noqa: E402
+from standins.sources import MIRROR_TREE_PATCHES, mirror_folder  # noqa: E402
 from support import upstream_source  # noqa: E402
 from support.pyenvs import core_env, run  # noqa: E402
 

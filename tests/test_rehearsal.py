@@ -28,10 +28,10 @@ from conftest import CONFIG, REPO
 from feedstock.ci_support import job_file, load_jobs, newest_cuda
 from feedstock.cuda_targets import nvcc_targets, number
 from rattler_render import render
-from rehearsal.build import dependencies
-from rehearsal.channel import load_standins
-from rehearsal.downloads import debian_unpacked
-from rehearsal.sources import Sources
+from rehearsal import dependencies
+from standins.channel import load_standins
+from standins.downloads import debian_unpacked
+from standins.sources import Sources
 from support.upstream_source import CACHE, archives_cmake_took, sources
 from support.yaml_files import read_yaml
 
@@ -51,9 +51,9 @@ REHEARSED = {(PLUGIN, LINUX_64): ["--cuda", REHEARSED_CUDA], (CPP, LINUX_64): []
 # the ELF machine each platform's objects are for (recipe/check_plugin_binary.py's TARGET_MACHINES)
 MACHINES = {LINUX_64: "EM_X86_64", AARCH64: "EM_AARCH64"}
 # the rehearsal's own code and data, and the code it imports, which a cached result must have been made with
-REHEARSAL_CODE = [*(REPO / "scripts" / name for name in ("rehearse.py", "rattler_render.py", "ninja_graph.py",
-                                                         "bootstrap.py")),
-                  *sorted(p for folder in ("rehearsal", "feedstock") for p in (REPO / "scripts" / folder).rglob("*")
+REHEARSAL_CODE = [*(REPO / "scripts" / name for name in ("rehearse.py", "rehearsal.py", "rattler_render.py",
+                                                         "ninja_graph.py", "bootstrap.py")),
+                  *sorted(p for folder in ("standins", "feedstock") for p in (REPO / "scripts" / folder).rglob("*")
                           if p.suffix in (".py", ".yaml", ".j2", ".patch"))]
 
 

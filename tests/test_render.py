@@ -26,7 +26,7 @@ from feedstock.files import TEMPORARY_SUFFIX
 from feedstock.inputs import build_platforms, load_config
 from feedstock.reader import parse_yaml, version_tuple
 from rattler_render import render as rattler_render
-from rehearsal.sources import MIRROR_VARIABLE
+from standins.sources import MIRROR_VARIABLE
 from support.config_edits import drop_cuda_version, drop_win_64
 from support.tree import snapshot
 from support.yaml_files import read_yaml

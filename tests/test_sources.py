@@ -1,4 +1,4 @@
-"""Where the rehearsal and the tests get ONNX Runtime's source (scripts/rehearsal/sources.py).
+"""Where the rehearsal and the tests get ONNX Runtime's source (scripts/standins/sources.py).
 
 The download path runs against a real HTTP server on 127.0.0.1 that serves the mirror's files under
 the recipe's and deps.txt's URL paths, reached through ORT_DOWNLOAD_BASE_URL.
@@ -23,9 +23,9 @@ import pytest
 
 from conftest import CONFIG, REPO
 from feedstock.reader import version_tuple
-from rehearsal.build import DEPENDENCIES
-from rehearsal import RehearsalError
-from rehearsal.sources import (BASE_URL_VARIABLE, DEPS_TXT, MIRROR_VARIABLE, SourcesUnavailable, WrongHash,
+from rehearsal import DEPENDENCIES
+from standins import StandinError, cache_folder
+from standins.sources import (BASE_URL_VARIABLE, DEPS_TXT, MIRROR_VARIABLE, SourcesUnavailable, WrongHash,
                                deps_txt, locate, mirror_folder, mirror_path, recipe_source)
 from support.upstream_source import CACHE, archives_cmake_took, sources
 
@@ -170,7 +170,7 @@ def test_an_archive_whose_sha1_is_not_deps_txts_is_refused_and_nothing_of_it_is_
 
 def test_a_dependency_that_deps_txt_does_not_list_is_an_error_not_a_skip() -> None:
     sources()
-    with pytest.raises(RehearsalError, match="lists no no_such_dependency"):
+    with pytest.raises(StandinError, match="lists no no_such_dependency"):
         locate(REPO, CACHE, ("no_such_dependency",))
 
 
@@ -216,7 +216,7 @@ def test_the_render_checks_the_lists_with_orts_cmake_in_the_source_a_rehearsal_d
     """Without a mirror, the render finds the tarball where the rehearsal downloads it (the feedstock's
     .cache/rehearsal, which render.py and rehearse.py both use) and refuses a list ORT's CMake would not build."""
     _recipe_expecting(feedstock, _sha256(_served_tarball(server)))
-    locate(feedstock, feedstock / ".cache" / "rehearsal", (), _environ(server.base_url))
+    locate(feedstock, cache_folder(feedstock), (), _environ(server.base_url))
     config = feedstock / "config" / "feedstock.yaml"
     newest = max(CONFIG.cuda.versions, key=version_tuple)
     first = CONFIG.cuda.versions[newest].architectures["linux-64"][0]

@@ -30,13 +30,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1] / "recipe"))
-import numpy as np  # noqa: E402
-import onnxruntime as ort  # noqa: E402
-import test_plugin_load as load_test  # noqa: E402
+import numpy as np
+import onnxruntime as ort
+# the load test's session and comparison: package.py runs this with the recipe's folder on PYTHONPATH
+import test_plugin_load as load_test
 
-import speed  # noqa: E402
+import speed
 
 WARMUP = 100
 

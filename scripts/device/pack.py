@@ -5,7 +5,7 @@
     python3 scripts/device/pack.py --speed --core ONNXRUNTIME [--mirror DIR] [--dest DIR] [--package PLUGIN]
 
 The GPU machine has no network, and one call carries at most 64 MiB: the checkout plus the folders
-named in `carry`. The sources, from a mirror folder laid out as scripts/rehearsal/sources.py describes
+named in `carry`. The sources, from a mirror folder laid out as scripts/standins/sources.py describes
 (ONNX Runtime's `.tar.zst` tarball, the archives its CMake fetches, the cutlass/cudnn_frontend trees), protoc and zstd from Debian, and the ONNX Runtime cores from PyPI are
 split into DEST/bundle-N folders of at most BUNDLE_LIMIT bytes each, the build's inputs first, so the
 build can start once the bundles holding them are staged. DEST/bundle-1/plan.json says what the run
@@ -43,10 +43,10 @@ from cores import NEWEST_CORE  # noqa: E402
 bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
 from feedstock.ci_support import load_jobs, newest_cuda  # noqa: E402
-from rehearsal import RehearsalError  # noqa: E402
-from rehearsal.evaluate import evaluate  # noqa: E402
-from rehearsal.environment import PROTOBUF_DEBS, TOOL_WHEELS  # noqa: E402
-from rehearsal.sources import TREES, Sources, SourcesUnavailable, from_mirror, mirror_folder  # noqa: E402
+from standins import StandinError  # noqa: E402
+from standins.evaluate import evaluate  # noqa: E402
+from standins.environment import PROTOBUF_DEBS, TOOL_WHEELS  # noqa: E402
+from standins.sources import TREES, Sources, SourcesUnavailable, from_mirror, mirror_folder  # noqa: E402
 
 MIB = 1024 * 1024
 # One call carries 64 MiB; the tracked checkout travels with every bundle and must stay under the rest.
@@ -168,7 +168,7 @@ def build_plan(feedstock: Path, purpose: str = "package") -> dict:
     cuda = newest_cuda(load_jobs(feedstock), "linux-64")
     try:
         recipe, _ = evaluate(feedstock, PLUGIN, cuda, None)
-    except RehearsalError as error:
+    except StandinError as error:
         raise PackError(str(error)) from None
     version = recipe["package"]["version"]
     plan = {"version": version, "cuda": cuda, "purpose": purpose}
@@ -185,7 +185,7 @@ def build_plan(feedstock: Path, purpose: str = "package") -> dict:
 
 
 def mirrored(upstream: Path, version: str, purpose: str) -> Sources:
-    """The mirror folder's sources of `version` that a run of `purpose` takes (rehearsal/sources.py reads the
+    """The mirror folder's sources of `version` that a run of `purpose` takes (standins/sources.py reads the
     folder); a PackError saying what is missing otherwise."""
     try:
         located = from_mirror(upstream, version)

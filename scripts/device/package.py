@@ -8,7 +8,7 @@ Run on the GPU machine by run.sh, from the bundles pack.py wrote (STAGE: their c
 `outputs`); a plan whose `outputs` are empty builds nothing and takes the plugin PLUGIN instead.
 In order:
 
-1. The stand-in channel (scripts/rehearsal/channel.py), built by rattler-build from standins.yaml for
+1. The stand-in channel (scripts/standins/channel.py), built by rattler-build from standins.yaml for
    the linux-64 job's variant (the newest CUDA job's; with the CPU job's for `cpu` and `speed`), with this
    machine's files as the packages' contents: its CUDA toolkit (DIR, default /usr/local/cuda-13.0),
    cuDNN, compilers, binutils and Python, and the wheels in STAGE/wheels. The job's CUDA and Python are
@@ -58,10 +58,11 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from feedstock.ci_support import job_file  # noqa: E402
 from feedstock.shipped_manifest import manifest_dir  # noqa: E402
-from rehearsal.channel import build_channel, standins  # noqa: E402
-from rehearsal.environment import Said, machine_roots, recipe_copy  # noqa: E402
-from rehearsal.resolve import variant_file  # noqa: E402
-from rehearsal.sources import MIRROR_TREE_PATCHES, TREES, place_trees  # noqa: E402
+from recipe_code import RECIPE  # noqa: E402
+from standins.channel import build_channel, standins  # noqa: E402
+from standins.environment import Said, machine_roots, recipe_copy  # noqa: E402
+from standins.resolve import variant_file  # noqa: E402
+from standins.sources import MIRROR_TREE_PATCHES, TREES, place_trees  # noqa: E402
 
 PLUGIN = "onnxruntime-ep-cuda"
 # how many times the speed run measures each side (the table takes each case's median over them): one
@@ -157,7 +158,7 @@ def device_recipe(plan: dict, work: Path, src: Path, mirror: Path, configure_onl
     """The device's copy of the recipe (recipe_copy): the plan's outputs, the plugin for this machine's CUDA
     (none in a plan that names none), with the plan's overrides put in, and what the mirror's tree lacks of
     the tag (MIRROR_TREE_PATCHES); and its diff."""
-    return recipe_copy(REPO / "recipe", work, src, mirror, plan["outputs"], configure_only, trees, plan["overrides"],
+    return recipe_copy(RECIPE, work, src, mirror, plan["outputs"], configure_only, trees, plan["overrides"],
                        plan.get("device_cuda"), MIRROR_TREE_PATCHES)
 
 
@@ -206,15 +207,17 @@ def user_environment(channels: list[str], specs: list[str], prefix: Path) -> lis
 
 
 def run_in(prefix: Path, arguments: list[str], log: Path, extra_path: str = "") -> int:
-    """A command in the environment with a bare environment: no PYTHONPATH, no LD_LIBRARY_PATH; `extra_path`
-    puts the machine's build tools (cmake, ninja) after the environment's programs."""
+    """A command in the environment with a bare environment: no LD_LIBRARY_PATH, and only the recipe's folder on
+    PYTHONPATH (the load test that user_check.py and gpu_features.py run); `extra_path` puts the machine's
+    build tools (cmake, ninja) after the environment's programs."""
     bare = {"PATH": f"{prefix}/bin:{extra_path + ':' if extra_path else ''}/usr/bin:/bin",
+            "PYTHONPATH": str(RECIPE),
             "HOME": os.environ.get("HOME", "/root"),
             # the driver's kernel cache, which run.sh shares between the tests and these runs
             **{k: os.environ[k] for k in ("CUDA_CACHE_PATH", "CUDA_CACHE_MAXSIZE") if k in os.environ}}
     with log.open("w") as out:
         try:
-            done = subprocess.run(arguments, env=bare, stdout=out, stderr=subprocess.STDOUT, cwd=REPO / "recipe",
+            done = subprocess.run(arguments, env=bare, stdout=out, stderr=subprocess.STDOUT, cwd=RECIPE,
                                   timeout=600)
         except subprocess.TimeoutExpired:
             out.write("\n(stopped after 600 s)\n")

@@ -16,10 +16,9 @@ import argparse
 import sys
 from pathlib import Path
 
-# the load test's model, inputs and checks
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "recipe"))
-import onnxruntime as ort  # noqa: E402
-import test_plugin_load as load_test  # noqa: E402
+import onnxruntime as ort
+# the load test's model, inputs and checks: package.py runs this with the recipe's folder on PYTHONPATH
+import test_plugin_load as load_test
 
 
 def main(model_path: Path, ep: str) -> int:

@@ -22,7 +22,7 @@ from .reader import version_tuple
 
 # The nvcc release each CUDA version's facts below were read from: PyPI's nvidia-cuda-nvcc wheel at that
 # version (nvidia-cuda-nvcc-cu12 for 12.x), which tests/test_architectures.py runs. The rehearsal's stand-in
-# nvcc (scripts/rehearsal/standins.yaml, `{nvcc}`) and the build-cost tests' toolkit use the same wheels.
+# nvcc (scripts/standins/standins.yaml, `{nvcc}`) and the build-cost tests' toolkit use the same wheels.
 NVCC_RELEASES: dict[str, str] = {
     "12.9": "12.9.86",
     "13.0": "13.0.88",

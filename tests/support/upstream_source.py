@@ -1,4 +1,4 @@
-"""ONNX Runtime's source for the tests, from where the rehearsal gets it (scripts/rehearsal/sources.py):
+"""ONNX Runtime's source for the tests, from where the rehearsal gets it (scripts/standins/sources.py):
 the mirror ORT_SOURCE_MIRROR names, or a download into .cache/rehearsal/. Without either, the test skips
 with the reason."""
 
@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from rehearsal.sources import Sources, SourcesUnavailable, locate
+from standins import cache_folder
+from standins.sources import Sources, SourcesUnavailable, locate
 
-CACHE = REPO / ".cache" / "rehearsal"
+CACHE = cache_folder(REPO)
 
 
 @cache

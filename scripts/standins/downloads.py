@@ -1,5 +1,5 @@
 """What a rehearsal takes from PyPI and Debian, downloaded once into its cache folder and unpacked there:
-the files of the stand-in packages that this machine lacks (scripts/rehearsal/environment.py), and the
+the files of the stand-in packages that this machine lacks (scripts/standins/environment.py), and the
 tool environments of the rehearsal's own helpers.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bootstrap import PipFailed, cached_venv, pip_install
-from rehearsal import RehearsalError
+from standins import StandinError
 
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 DEBIAN_SUITE = "bookworm"
@@ -71,7 +71,7 @@ def pip_download(requirements: list[str], cache: Path, platform: Platform) -> li
                   "--no-deps", "--only-binary=:all:", *wanted, "-d", str(folder), requirement])
             found = matching()
         if not found:
-            raise RehearsalError(f"pip download {requirement} left no {runs_on.machine} wheel in {folder}")
+            raise StandinError(f"pip download {requirement} left no {runs_on.machine} wheel in {folder}")
         wheels.append(found[0])
     return wheels
 
@@ -144,7 +144,7 @@ def _pip_install(python: Path, requirements: list[str]) -> None:
     try:
         pip_install(python, requirements, naming=" ".join(requirements))
     except PipFailed as failure:
-        raise RehearsalError(str(failure)) from None
+        raise StandinError(str(failure)) from None
 
 
 def tool_python(requirements: list[str], cache: Path) -> Path:

@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from feedstock.reader import load_yaml
-from rehearsal import RehearsalError
+from standins import StandinError
 
 # the machine a linux-64 job's tests run on, as its solver sees it: a CUDA 13 driver and glibc 2.28
 # (conda-forge's alma 8+ images); each CUDA job's own version is asked for through its run requirements
@@ -74,7 +74,7 @@ def render_with_solve(recipe: Path, variants: Path, channel: Path) -> list[dict]
                           capture_output=True, text=True, env=os.environ | VIRTUAL, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
         said = [line.strip() for line in done.stderr.splitlines() if line.strip()]
-        raise RehearsalError(f"{variants.name}: rattler-build could not resolve the recipe ({said[-1] if said else 'no output'})")
+        raise StandinError(f"{variants.name}: rattler-build could not resolve the recipe ({said[-1] if said else 'no output'})")
     return json.loads(done.stdout)
 
 
@@ -131,8 +131,8 @@ def resolve_job(recipe: Path, job_file: Path, channel: Path) -> list[Output]:
         variants = variant_file(job_file, Path(scratch))
         try:
             rendered = render_with_solve(recipe, variants, channel)
-        except RehearsalError as error:
-            raise RehearsalError(f"{error}: {_why(recipe, variants, channel)}") from None
+        except StandinError as error:
+            raise StandinError(f"{error}: {_why(recipe, variants, channel)}") from None
     outputs = []
     for entry in rendered:
         stage1 = entry["recipe"]

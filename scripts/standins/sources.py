@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from feedstock.inputs import BotFields, Config, load
-from rehearsal import RehearsalError
+from standins import StandinError
 
 MIRROR_VARIABLE = "ORT_SOURCE_MIRROR"
 BASE_URL_VARIABLE = "ORT_DOWNLOAD_BASE_URL"
@@ -165,7 +165,7 @@ def locate(feedstock: Path, cache: Path, dependencies: Sequence[str] = (),
 
 def _listed(listed: dict[str, tuple[str, str]], name: str, tarball: Path) -> tuple[str, str]:
     if name not in listed:
-        raise RehearsalError(f"{tarball}: {DEPS_TXT} lists no {name}, which the rehearsal asks for")
+        raise StandinError(f"{tarball}: {DEPS_TXT} lists no {name}, which the rehearsal asks for")
     return listed[name]
 
 

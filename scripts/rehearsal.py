@@ -28,13 +28,13 @@ from typing import Any
 
 from bootstrap import cache_lock
 from ninja_graph import run_generators, target_compiles
-from rehearsal import RehearsalError
-from rehearsal.channel import STANDINS, Standin, build_channel, load_standins, standins
-from rehearsal.downloads import BUILD_PLATFORM, tool_python
-from rehearsal.environment import (debug_session, needed, package_names, recipe_copy, script_environment,
+from standins import StandinError
+from standins.channel import STANDINS, Standin, build_channel, load_standins, standins
+from standins.downloads import BUILD_PLATFORM, tool_python
+from standins.environment import (debug_session, needed, package_names, recipe_copy, script_environment,
                                    this_machines_roots)
-from rehearsal.resolve import variant_file
-from rehearsal.sources import Sources, place_trees
+from standins.resolve import variant_file
+from standins.sources import Sources, place_trees
 
 # The cmake/deps.txt entries each output's configure takes on every platform (upstream's CMake at 1.30.0): what a
 # rehearsal without a mirror downloads, and checks, first. tests/test_rehearsal.py checks that they are
@@ -168,7 +168,7 @@ def choose_sample(output: str, src: Path, compiles: list[dict[str, str]], archit
         for why, matches in kinds:
             entry = next((e for e in own if matches(Path(e["file"]))), None)
             if entry is None:
-                raise RehearsalError(f"the plugin's graph has no object of the kind `{why}`")
+                raise StandinError(f"the plugin's graph has no object of the kind `{why}`")
             chosen.append(Sampled(entry["output"], entry["file"], why))
         plain, cutlass = chosen[1], chosen[2]
         if newest:
@@ -189,7 +189,7 @@ def choose_sample(output: str, src: Path, compiles: list[dict[str, str]], archit
         chosen.append(Sampled(best["output"], best["file"], "includes " + ", ".join(sorted(gained))))
         left -= gained
     if left:
-        raise RehearsalError(f"no object of ORT's own that the build compiles includes {', '.join(sorted(left))}")
+        raise StandinError(f"no object of ORT's own that the build compiles includes {', '.join(sorted(left))}")
     return chosen
 
 
@@ -206,7 +206,7 @@ def _one_architecture(command: str, architecture: str = "") -> list[str]:
             kept = True
         result.append(word)
     if not kept:
-        raise RehearsalError(f"the nvcc command compiles no SASS for {architecture}: {command[:200]}")
+        raise StandinError(f"the nvcc command compiles no SASS for {architecture}: {command[:200]}")
     return result
 
 
@@ -228,7 +228,7 @@ def compile_sample(build: Path, sample: list[Sampled], compiles: list[dict[str, 
         try:
             command = (_one_architecture(entry["command"], item.architecture) if item.source.endswith(".cu")
                        else shlex.split(entry["command"]))
-        except RehearsalError as error:
+        except StandinError as error:
             item.error = str(error)
             return ""
         done = subprocess.run(command, cwd=entry["directory"], capture_output=True, text=True, env=env)
@@ -358,7 +358,7 @@ def _channel(cache: Path, job: Path, overrides: dict[str, str], asked: dict[str,
     # each with the target platform in its build string
     host = needed(standins([job], {}, overrides, platform, subdir=BUILD_PLATFORM), asked["host"] + exported)
     digest = hashlib.sha256(sys.version.encode())
-    for code in sorted(Path(__file__).parent.glob("*.py")) + [STANDINS]:
+    for code in sorted(STANDINS.parent.glob("*.py")) + [Path(__file__), STANDINS]:
         digest.update(code.read_bytes())
     channel = cache / "channels" / f"{platform}-{digest.hexdigest()[:16]}"
     # a channel that other code or another table made is not used again
@@ -395,7 +395,7 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
     table = load_standins()
     for section, names in asked.items():
         if missing := [name for name in names if name not in table]:
-            raise RehearsalError(f"{STANDINS}: no stand-in for `{missing[0]}` (asked for in {section})")
+            raise StandinError(f"{STANDINS}: no stand-in for `{missing[0]}` (asked for in {section})")
     channel, chosen = _channel(cache, job, overrides, asked, cuda, target_platform)
     report.standin_notes = sorted({f"{s.name}: {s.note}" for s in chosen if s.note})
     # the tree rattler-build copies, with cutlass and cudnn_frontend where FetchContent would put them

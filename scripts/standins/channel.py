@@ -33,8 +33,8 @@ from pathlib import Path
 
 from feedstock.ci_support import NO_CUDA
 from feedstock.reader import load_yaml
-from rehearsal import RehearsalError
-from rehearsal.downloads import BUILD_PLATFORM, PLATFORMS
+from standins import StandinError
+from standins.downloads import BUILD_PLATFORM, PLATFORMS
 
 STANDINS = Path(__file__).with_name("standins.yaml")
 
@@ -119,7 +119,7 @@ def _fill(template: str, values: dict[str, str], where: str) -> str | None:
     if NO_CUDA in filled and "{cuda_compiler_version}" in template:
         return None
     if "{" in filled:
-        raise RehearsalError(f"{STANDINS}: {where}: `{template}` is left with a brace after filling in")
+        raise StandinError(f"{STANDINS}: {where}: `{template}` is left with a brace after filling in")
     return filled
 
 
@@ -178,7 +178,7 @@ def standins(job_files: list[Path], extra: dict[str, str], overrides: dict[str, 
                     )
                     key = (standin.name, standin.version, standin.build)
                     if key in found and found[key] != standin:
-                        raise RehearsalError(f"{STANDINS}: {where}: two jobs give {name} {version} {build} different facts")
+                        raise StandinError(f"{STANDINS}: {where}: two jobs give {name} {version} {build} different facts")
                     found[key] = standin
     return sorted(found.values(), key=lambda s: (s.name, s.version, s.build))
 
@@ -244,7 +244,7 @@ def lay_out_contents(standin: Standin, staged: Path, roots: Roots) -> None:
         for pattern in (pattern for pattern in patterns if not pattern.startswith("!")):
             matches = sorted(glob.glob(pattern.format_map(_Kept(roots))))
             if not matches:
-                raise RehearsalError(f"{STANDINS}: {standin.name}.machine: `{pattern}` matches nothing on this machine")
+                raise StandinError(f"{STANDINS}: {standin.name}.machine: `{pattern}` matches nothing on this machine")
             for match in (m for m in map(Path, matches) if not any(fnmatch.fnmatch(m.name, n) for n in left_out)):
                 target = destination / match.name if is_folder else destination
                 if match.suffix == ".whl":
@@ -284,6 +284,6 @@ def build_channel(chosen: list[Standin], channel: Path, roots: Roots | None = No
                                   package_format=package_format, no_include_recipe=True)
                 shutil.rmtree(channel / "bld", ignore_errors=True)
             if not path.exists():
-                raise RehearsalError(f"rattler-build left no {path} for {standin.name}")
+                raise StandinError(f"rattler-build left no {path} for {standin.name}")
         built.append(path)
     return built

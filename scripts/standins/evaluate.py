@@ -9,8 +9,8 @@ from feedstock.ci_support import job_file
 from feedstock.errors import InputError
 from feedstock.reader import load_yaml
 from rattler_render import render
-from rehearsal import RehearsalError
-from rehearsal.downloads import BUILD_PLATFORM
+from standins import StandinError
+from standins.downloads import BUILD_PLATFORM
 
 
 def variant_lists(feedstock: Path, cuda: str | None, python: str | None, platform: str = BUILD_PLATFORM) -> dict:
@@ -18,12 +18,12 @@ def variant_lists(feedstock: Path, cuda: str | None, python: str | None, platfor
     try:
         path = job_file(feedstock, platform, cuda)
     except InputError as error:
-        raise RehearsalError(str(error)) from None
+        raise StandinError(str(error)) from None
     lists = load_yaml(path, str(path))
     if python is not None:
         kept = [p for p in lists.get("python", []) if str(p).startswith(f"{python}.")]
         if not kept:
-            raise RehearsalError(f"{path}: python {python} is not among {lists.get('python')}")
+            raise StandinError(f"{path}: python {python} is not among {lists.get('python')}")
         lists["python"] = kept
     elif "python" in lists:
         lists["python"] = lists["python"][:1]
@@ -37,4 +37,4 @@ def evaluate(feedstock: Path, output: str, cuda: str | None, python: str | None,
     for rendered in render(feedstock / "recipe" / "recipe.yaml", lists, platform, BUILD_PLATFORM):
         if rendered.name == output:
             return rendered.recipe, rendered.used_variant
-    raise RehearsalError(f"{feedstock / 'recipe' / 'recipe.yaml'}: {output} is not built for CUDA {cuda or 'None'} on {platform}")
+    raise StandinError(f"{feedstock / 'recipe' / 'recipe.yaml'}: {output} is not built for CUDA {cuda or 'None'} on {platform}")

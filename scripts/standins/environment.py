@@ -31,9 +31,9 @@ import yaml
 
 from bootstrap import cache_lock
 from feedstock.architectures import NVCC_RELEASES
-from rehearsal import RehearsalError
-from rehearsal.channel import STANDINS, Roots, Standin, load_standins
-from rehearsal.downloads import (BUILD_MACHINE_WHEELS, BUILD_PLATFORM, PLATFORMS, debian_packages, debian_unpacked,
+from standins import StandinError
+from standins.channel import STANDINS, Roots, Standin, load_standins
+from standins.downloads import (BUILD_MACHINE_WHEELS, BUILD_PLATFORM, PLATFORMS, debian_packages, debian_unpacked,
                                  pip_download, tool_python, unpacked_wheel)
 
 # the programs the compiler and binutils stand-ins carry, by their root's name: the machine's own
@@ -85,7 +85,7 @@ def machine_roots(wheels: Path, debs: list[Path], work: Path, toolkit: Path | No
     for root, program in PROGRAMS.items():
         found = shutil.which(program)
         if found is None:
-            raise RehearsalError(f"this machine has no `{program}`, which a stand-in of {STANDINS.name} carries")
+            raise StandinError(f"this machine has no `{program}`, which a stand-in of {STANDINS.name} carries")
         # a wrapper, as GCC's driver finds cc1 and its other parts relative to where it is installed
         roots[root] = wrapper(tools / program, os.path.realpath(found))
     roots["system_lib"] = str(Path(subprocess.run(["g++", "-print-file-name=libstdc++.so.6"], check=True,
@@ -102,7 +102,7 @@ def machine_roots(wheels: Path, debs: list[Path], work: Path, toolkit: Path | No
         found = [p for p in (site / wheel / "data" / "bin" / program, site / "bin" / program)
                  if p.is_file() and p.open("rb").read(2) != b"#!"]
         if not found:
-            raise RehearsalError(f"no `{program}` program in {wheels}'s cmake and ninja wheels")
+            raise StandinError(f"no `{program}` program in {wheels}'s cmake and ninja wheels")
         roots[program] = wrapper(tools / program, str(found[0]))
     # Debian's protoc and its libraries; the wrapper finds them beside itself in the environment
     protobuf = work / "protobuf"
@@ -130,7 +130,7 @@ def cuda_roots(cuda: str, cache: Path, platform: str = BUILD_PLATFORM) -> tuple[
     wanted = sorted({w.format(nvcc=NVCC_RELEASES[cuda]) for name, entry in table.items() if name != "cudnn"
                      for w in entry.get("pypi", {}).get(cuda, [])})
     if not wanted:
-        raise RehearsalError(f"{STANDINS}: no `pypi` wheels for CUDA {cuda}")
+        raise StandinError(f"{STANDINS}: no `pypi` wheels for CUDA {cuda}")
     target = PLATFORMS[platform]
     toolkit = cache / "toolkits" / f"cuda-{cuda}-{platform}"
     (cudnn,) = pip_download(table["cudnn"]["pypi"]["any"], cache, target)
@@ -312,12 +312,12 @@ def debug_session(recipe_dir: Path, variants: Path, output: str, target_platform
                                                                           RenderConfig(platform=platform))
     chosen = [v for v in rendered if v.recipe.to_dict()["package"]["name"] == output]
     if len(chosen) != 1:
-        raise RehearsalError(f"{recipe_dir / 'recipe.yaml'}: {len(chosen)} variants of {output} for {variants}")
+        raise StandinError(f"{recipe_dir / 'recipe.yaml'}: {len(chosen)} variants of {output} for {variants}")
     said = Said()
     try:
         return DebugSession.create(chosen[0], output_dir=output_dir, channels=[channel.as_uri()], progress_callback=said)
     except Exception as error:  # rattler-build's errors name the step; its last messages say what failed
-        raise RehearsalError(f"rattler-build: {error}: " + " | ".join(" ".join(line.split()) for line in said.lines[-8:])) from None
+        raise StandinError(f"rattler-build: {error}: " + " | ".join(" ".join(line.split()) for line in said.lines[-8:])) from None
 
 
 class Said:

@@ -33,6 +33,7 @@ except ImportError:  # Windows: no lock; the test suite, whose workers share the
 
 REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / ".venv"
+PYPROJECT = REPO / "pyproject.toml"
 PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
 # present from the first moment of a venv's creation until its first install has succeeded
 UNFINISHED = ".unfinished"
@@ -141,9 +142,9 @@ def unmet_pins(requirements: Path) -> list[str]:
 
 
 def _digest(requirements: Path) -> str:
-    """Changes whenever the file or one it includes changes."""
+    """Changes whenever the file, one it includes, or the tools' own pyproject.toml changes."""
     digest = hashlib.sha256()
-    for path in _files(requirements):
+    for path in _files(requirements) + ([PYPROJECT] if PYPROJECT.is_file() else []):
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
@@ -158,7 +159,10 @@ def _provision(requirements: Path) -> None:
     def install(python: Path) -> None:
         print(f"bootstrap: installing {requirements.relative_to(REPO)} into {VENV.relative_to(REPO)}/",
               file=sys.stderr)
-        pip_install(python, ["-r", str(requirements)], naming=str(requirements))
+        # the tools themselves, editable: their modules import each other, and the commands of
+        # pyproject.toml's [project.scripts] are in .venv/bin/ (a copy of this file alone has no project)
+        tools = ["--editable", str(REPO)] if PYPROJECT.is_file() else []
+        pip_install(python, ["-r", str(requirements), *tools], naming=str(requirements))
 
     try:
         # one stamp per requirements file: the renderer's and the tests' share .venv/

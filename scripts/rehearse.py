@@ -27,20 +27,19 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bootstrap  # noqa: E402
+import bootstrap
 
 bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
-from feedstock.ci_support import job_file, load_jobs  # noqa: E402
-from feedstock.errors import InputError  # noqa: E402
-from feedstock.inputs import load_config  # noqa: E402
-from standins import StandinError, cache_folder  # noqa: E402
-from rehearsal import DEPENDENCIES, dependencies, rehearse  # noqa: E402
-from standins.evaluate import evaluate  # noqa: E402
-from standins.channel import load_standins  # noqa: E402
-from standins.downloads import BUILD_PLATFORM, PLATFORMS  # noqa: E402
-from standins.sources import SourcesUnavailable, WrongHash, locate  # noqa: E402
+from feedstock.ci_support import job_file, load_jobs
+from feedstock.errors import InputError
+from feedstock.inputs import load_config
+from standins import StandinError, cache_folder
+from rehearsal import DEPENDENCIES, dependencies, rehearse
+from standins.evaluate import evaluate
+from standins.channel import load_standins
+from standins.downloads import BUILD_PLATFORM, PLATFORMS
+from standins.sources import SourcesUnavailable, WrongHash, locate
 
 def without_nvcc(feedstock: Path, platform: str = BUILD_PLATFORM) -> list[str]:
     """The platform's jobs' CUDA versions that no rehearsal can take: standins.yaml has no nvcc for them."""
@@ -62,7 +61,7 @@ def sampled_architectures(feedstock: Path, rendered: dict, cuda: str, platform: 
     return [a for a in own if a not in linux_64], own[-1]
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("output", choices=sorted(DEPENDENCIES))
     parser.add_argument("--cuda", help="the CUDA version (the plugin only)")
@@ -96,4 +95,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -20,15 +20,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bootstrap  # noqa: E402
+import bootstrap
 
 bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
-from feedstock import architectures, builds, ci_support, files, hand_edits, inputs, rendering  # noqa: E402
-from feedstock.errors import InputError, Problem  # noqa: E402
-from standins import cache_folder  # noqa: E402
-from standins.sources import at_hand, source_of  # noqa: E402
+from feedstock import architectures, builds, ci_support, files, hand_edits, inputs, rendering
+from feedstock.errors import InputError, Problem
+from standins import cache_folder
+from standins.sources import at_hand, source_of
 
 
 def ort_refusals(root: Path, config: inputs.Config, bot: inputs.BotFields) -> list[Problem]:

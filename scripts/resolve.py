@@ -17,17 +17,16 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bootstrap  # noqa: E402
+import bootstrap
 
 bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
-from cores import NEWEST_CORE  # noqa: E402
-from feedstock.errors import InputError  # noqa: E402
-from feedstock.inputs import load_config  # noqa: E402
-from standins.channel import build_channel, standins  # noqa: E402
-from standins import StandinError  # noqa: E402
-from standins.resolve import describe, resolve_job  # noqa: E402
+from cores import NEWEST_CORE
+from feedstock.errors import InputError
+from feedstock.inputs import load_config
+from standins.channel import build_channel, standins
+from standins import StandinError
+from standins.resolve import describe, resolve_job
 
 
 def job_files(feedstock: Path) -> list[Path]:
@@ -39,7 +38,7 @@ def core_versions(feedstock: Path) -> dict[str, str]:
     return {"min_core_version": load_config(feedstock).min_core_version, "newest_core_version": NEWEST_CORE}
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--feedstock", type=Path, default=bootstrap.REPO)
     parser.add_argument("--channel", type=Path, default=bootstrap.REPO / ".cache" / "channel")
@@ -62,10 +61,15 @@ def main(argv: list[str]) -> int:
     return 0 if ok else 1
 
 
-if __name__ == "__main__":
-    status = main(sys.argv[1:])
+def command() -> None:
+    """`feedstock-resolve`, and this file run as a script."""
+    status = main()
     sys.stdout.flush()
     sys.stderr.flush()
     # no interpreter shutdown: rattler-build's and rattler's worker threads can abort it (PyGILState_Release,
     # once under load), which would turn this exit status into SIGABRT
     os._exit(status)
+
+
+if __name__ == "__main__":
+    command()

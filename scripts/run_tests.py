@@ -14,12 +14,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bootstrap  # noqa: E402
+import bootstrap
 
 bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt", always_venv=True)
 
-import pytest  # noqa: E402
+import pytest
 
 
 def pytest_args(argv: list[str]) -> list[str]:
@@ -29,8 +28,12 @@ def pytest_args(argv: list[str]) -> list[str]:
     return [*fast, *given] if named else [*fast, str(bootstrap.REPO / "tests"), *given]
 
 
-if __name__ == "__main__":
+def main() -> int:
     # one worker per CPU (pytest-xdist): most tests wait on a compiler, pip or a download, one process
     # at a time. worksteal: a worker that runs out takes tests from the end of another's share, so the
     # long rehearsals do not leave the other CPU idle. Workers share .cache/ (bootstrap.cache_lock).
-    sys.exit(pytest.main(["-ra", "-n", "auto", "--dist", "worksteal", *pytest_args(sys.argv[1:])]))
+    return pytest.main(["-ra", "-n", "auto", "--dist", "worksteal", *pytest_args(sys.argv[1:])])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,16 +9,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from feedstock.ci_support import job_file
+from feedstock.inputs import load_config
+
 if TYPE_CHECKING:
     from support.smithy import Smithy
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO / "scripts"))
 
-from feedstock.ci_support import job_file  # noqa: E402
-from feedstock.inputs import load_config  # noqa: E402
 
 # The feedstock's config, as the generator reads and validates it
 CONFIG = load_config(REPO)

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from feedstock.ci_support import newest_cuda_job_file
+from standins.channel import Standin, build_channel, standins
+
 REPO = Path(__file__).resolve().parent.parent
 RESOLVE = REPO / "scripts" / "resolve.py"
-sys.path.insert(0, str(REPO / "scripts"))
-from feedstock.ci_support import newest_cuda_job_file  # noqa: E402
-from standins.channel import Standin, build_channel, standins  # noqa: E402
 
 # every test here builds a stand-in channel and solves in it
 pytestmark = pytest.mark.slow

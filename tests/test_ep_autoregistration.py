@@ -26,6 +26,7 @@ import pytest
 
 from conftest import FLOOR_CORE_VERSION, REPO
 from cores import NEWEST_CORE
+from recipe_code import RECIPE
 from support.ep_prefix import MANIFEST_DIR, ProbeReport, plugin_manifest, probe, stage_prefix, write_manifest
 from support.pyenvs import python_env, run, site_packages
 
@@ -257,16 +258,18 @@ def test_the_gpu_machines_user_check_runs_the_model_on_the_plugin_the_import_reg
         ggml_prefix: Prefix, tmp_path: Path) -> None:
     """scripts/device/user_check.py, which a user's environment of this feedstock's packages runs on the GPU
     machine, with the ggml plugin (whose device is the CPU) in the CUDA plugin's place: without its manifest
-    the import registers nothing and the check fails; with it, every node runs on ggml."""
+    the import registers nothing and the check fails; with it, every node runs on ggml. As package.py runs it:
+    with the recipe's folder on PYTHONPATH, for the load test."""
     check = [str(REPO / "scripts" / "device" / "user_check.py"), str(tmp_path / "model.onnx"), "--ep", "ggml"]
+    recipe_path = {"PYTHONPATH": str(RECIPE)}
     shutil.rmtree(ggml_prefix.root / MANIFEST_DIR, ignore_errors=True)
-    without = run(ggml_prefix.python, *check)
+    without = run(ggml_prefix.python, *check, env=recipe_path)
     assert without.returncode == 1 and "registered no ggml device" in without.stderr, without.stdout + without.stderr
     library = ggml_prefix.site_packages / "onnxruntime_ggml" / "lib" / "libonnxruntime_ggml.so"
     write_manifest(
         ggml_prefix.root, "onnxruntime-ggml", plugin_manifest("onnxruntime-ggml", "ggml", ggml_prefix.relative(library))
     )
-    done = run(ggml_prefix.python, *check)
+    done = run(ggml_prefix.python, *check, env=recipe_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"^session +all \d+ nodes on ggml", done.stdout, re.MULTILINE), done.stdout
     assert (tmp_path / "model.onnx").stat().st_size > 0

@@ -20,9 +20,8 @@ import pytest
 from conftest import REPO
 from support.yaml_files import read_yaml
 
-sys.path.insert(0, str(REPO / "scripts"))
-from feedstock.ci_support import newest_cuda_job_file  # noqa: E402
-from rattler_render import render  # noqa: E402
+from feedstock.ci_support import newest_cuda_job_file
+from rattler_render import render
 
 PLUGIN = "onnxruntime-ep-cuda"
 

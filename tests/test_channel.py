@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import FLOOR_CORE_VERSION
 from feedstock.ci_support import newest_cuda_job_file
 from standins.channel import Standin, build_channel, standins
 
@@ -72,8 +73,10 @@ def test_a_build_or_host_requirement_the_channel_cannot_meet_fails_naming_it(
 def test_a_test_requirement_the_channel_cannot_meet_fails_naming_it(feedstock: Path, channel: Path) -> None:
     recipe = feedstock / "recipe" / "recipe.yaml"
     text = recipe.read_text()
-    assert text.count("            - onnxruntime ==1.24.4\n") == 1
-    recipe.write_text(text.replace("            - onnxruntime ==1.24.4\n", "            - onnxruntime ==1.24.5\n"))
+    floor = f"            - onnxruntime =={FLOOR_CORE_VERSION}\n"
+    assert text.count(floor) == 1
+    # a release of the floor's line that no channel has
+    recipe.write_text(text.replace(floor, f"            - onnxruntime =={FLOOR_CORE_VERSION}99\n"))
     done = resolve(feedstock, channel)
     assert done.returncode == 1, done.stdout + done.stderr
     failed = [line for line in done.stdout.splitlines() if "FAILED" in line]

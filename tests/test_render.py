@@ -206,6 +206,25 @@ ACCEPTED = ", ".join(map(str, NVCC_ARCHITECTURES[CUDA]))
 OFFERED = ", ".join(sorted({python for job in load_jobs(REPO) for python in job.pythons}))
 # the listed CUDA versions the .ci_support jobs build (the pinning may offer fewer than the config lists)
 BUILT_LISTED = sorted({job.cuda_version for job in load_jobs(REPO)} & set(CONFIG.cuda.versions), key=version_tuple)
+# the newest CUDA version's linux-64 list, as the config has it today
+LINUX_64 = CONFIG.cuda.versions[CUDA].architectures["linux-64"]
+
+
+def linux_64_list(edit: Callable[[list[str]], list[str]]) -> Callable[[str], str]:
+    """A change of the config's text: the newest CUDA version's linux-64 list becomes `edit(list)`."""
+    def change(text: str) -> str:
+        line = re.compile(rf'(?m)(^    "{re.escape(CUDA)}":\n(?:      .*\n)*?        linux-64: )\[.*\]$')
+        entries = ", ".join(f'"{entry}"' if entry.isdigit() else entry for entry in edit(list(LINUX_64)))
+        changed, count = line.subn(lambda match: f"{match.group(1)}[{entries}]", text)
+        assert count == 1, f"the config has no linux-64 list under CUDA {CUDA}"
+        return changed
+    return change
+
+
+def arch_error(index: int, entry: str, problem: str) -> str:
+    return f'cuda.versions."{CUDA}".architectures.linux-64[{index}]: \'{entry}\'{problem}'
+
+
 BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
     "unknown key": (
         lambda t: t.replace("maintainers:", "colour: blue\nmaintainers:"),
@@ -269,27 +288,21 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         "cuda.nvcc_threads: given twice (lines {nvcc_threads} and {nvcc_threads_again}); YAML would keep the last "
         "silently"),
     "architectures out of order": (
-        lambda t: t.replace("        linux-64: [75-real, 80-real,", "        linux-64: [80-real, 75-real,"),
-        f'cuda.versions."{CUDA}".architectures.linux-64[1]: \'75-real\' comes after \'80-real\'; list architectures from '
-        "the lowest up"),
+        linux_64_list(lambda a: [a[1], a[0], *a[2:]]),
+        arch_error(1, LINUX_64[0], f" comes after '{LINUX_64[1]}'; list architectures from the lowest up")),
     "an architecture CUDA 13 dropped (Volta)": (
-        lambda t: t.replace("        linux-64: [75-real, 80-real,", "        linux-64: [70-real, 75-real, 80-real,"),
-        f'cuda.versions."{CUDA}".architectures.linux-64[0]: \'70-real\': CUDA {CUDA}\'s nvcc does not compile for it (it '
-        f"accepts {ACCEPTED})"),
+        linux_64_list(lambda a: ["70-real", *a]),
+        arch_error(0, "70-real", f": CUDA {CUDA}'s nvcc does not compile for it (it accepts {ACCEPTED})")),
     "a Jetson architecture on linux-64": (
-        lambda t: t.replace("        linux-64: [75-real, 80-real, 89-real,",
-                            "        linux-64: [75-real, 80-real, 87-real, 89-real,"),
-        f'cuda.versions."{CUDA}".architectures.linux-64[2]: \'87-real\' is a Jetson (arm64) GPU, which no linux-64 '
-        "package runs on"),
+        linux_64_list(lambda a: sorted([*a, "87-real"], key=lambda e: int(e.split("-")[0]))),
+        arch_error(sorted([*LINUX_64, "87-real"], key=lambda e: int(e.split("-")[0])).index("87-real"), "87-real",
+                   " is a Jetson (arm64) GPU, which no linux-64 package runs on")),
     "an architecture no nvcc knows (20)": (
-        lambda t: t.replace("        linux-64: [75-real, 80-real,", "        linux-64: [20-real, 75-real, 80-real,"),
-        f'cuda.versions."{CUDA}".architectures.linux-64[0]: \'20-real\': CUDA {CUDA}\'s nvcc does not compile for it (it '
-        f"accepts {ACCEPTED})"),
+        linux_64_list(lambda a: ["20-real", *a]),
+        arch_error(0, "20-real", f": CUDA {CUDA}'s nvcc does not compile for it (it accepts {ACCEPTED})")),
     "an architecture no GPU has (999)": (
-        lambda t: t.replace('120-real, "121"]\n        linux-aarch64: [75',
-                            '120-real, "121", "999"]\n        linux-aarch64: [75'),
-        f'cuda.versions."{CUDA}".architectures.linux-64[8]: \'999\': CUDA {CUDA}\'s nvcc does not compile for it (it '
-        f"accepts {ACCEPTED})"),
+        linux_64_list(lambda a: [*a, "999"]),
+        arch_error(len(LINUX_64), "999", f": CUDA {CUDA}'s nvcc does not compile for it (it accepts {ACCEPTED})")),
     "a CUDA version no pinning has": (
         lambda t: t.replace(f'    "{CUDA}":\n', '    "12.7":\n      architectures: {linux-64: [80-real], linux-aarch64: '
                                                  f'[80-real], win-64: [80-real]}}\n    "{CUDA}":\n'),

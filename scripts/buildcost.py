@@ -243,15 +243,17 @@ def write_measurements(path: Path, header: dict, units: list[Unit], pieces: list
 
 # --- predicting (here)
 
-# A host object's CPU time (ORT's own .cc files and the dependencies it builds): the host objects' seconds
-# between them over their count, in the first whole build of the plugin on the GPU machine, each from its
-# start to its end in ninja's log (one process each, so about its CPU time; docs/build-cost/2026-12-02.md).
-HOST_OBJECT_S = 5243 / 879
-# What the library holds besides its fatbins: onnxruntime-gpu 1.30.0's libonnxruntime_providers_cuda.so
-# (PyPI, manylinux_2_28_x86_64) less its .nv_fatbin (`size -A`; docs/build-cost/2026-12-02.md): the
-# same source's CUDA EP with its host code, as upstream builds it. An estimate for the plugin, which
-# also links ONNX Runtime's framework.
-HOST_CODE_BYTES = 272_049_904 - 210_701_008
+@dataclass
+class HostCost:
+    """What the prediction takes from outside the measurement file (docs/build-cost/host.json says where
+    each figure comes from): a host object's CPU time, and what the library holds besides its fatbins."""
+    object_s: float
+    code_bytes: float
+
+
+def host_cost(record: dict) -> HostCost:
+    objects, library = record["host_objects"], record["library"]
+    return HostCost(objects["cpu_s"] / objects["count"], library["bytes"] - library["fatbin_bytes"])
 
 
 # The units of ORT's onnxruntime_providers_cuda_plugin_sm90_tma target, which the recipe compiles in a
@@ -353,7 +355,7 @@ def check_measured(units: list[Unit], costs: dict[str, KindCost]) -> None:
 
 
 def predict(units: list[Unit], job: list[str], costs: dict[str, KindCost], host_compiles: int,
-            sizing: Sizing) -> Prediction:
+            sizing: Sizing, host: HostCost) -> Prediction:
     """One job's build of the graph `units` for the job's list of targets."""
     check_measured(units, costs)
     graph = graph_targets(units)
@@ -368,15 +370,15 @@ def predict(units: list[Unit], job: list[str], costs: dict[str, KindCost], host_
         count, total, total_bytes = by_kind.get(unit.kind, (0, 0.0, 0.0))
         by_kind[unit.kind] = (count + 1, total + seconds, total_bytes + size)
     nvcc = sum(v[1] for v in by_kind.values())
-    host = host_compiles * HOST_OBJECT_S
+    host_s = host_compiles * host.object_s
     jobs = sizing.jobs
     pooled = min(sizing.pool_jobs, jobs)
     peaks = [max([costs[k].peak_mib / 1024 for k in by_kind if (k in POOLED_KINDS) == inside] or [0.0])
              for inside in (True, False)]
     worst = sizing.nvcc_threads * max(pooled * peaks[0] + (jobs - pooled) * peaks[1], jobs * peaks[1])
-    return Prediction(jobs, sum(v[0] for v in by_kind.values()), nvcc, host, longest, (nvcc + host) / jobs + (1 - 1 / jobs) * longest,
-                      HOST_CODE_BYTES + sum(v[2] for v in by_kind.values()),
-                      max(peaks), worst, by_kind)
+    return Prediction(jobs, sum(v[0] for v in by_kind.values()), nvcc, host_s, longest,
+                      (nvcc + host_s) / jobs + (1 - 1 / jobs) * longest,
+                      host.code_bytes + sum(v[2] for v in by_kind.values()), max(peaks), worst, by_kind)
 
 # --- fatbin compression (on the GPU machine)
 

@@ -7,12 +7,14 @@
 FILE is a measurement file written on the GPU machine (scripts/buildcost.py; README.md, "What a release
 costs", gives the run), by default the newest under docs/build-cost/. Every nvcc unit of the graph is
 priced by its kind's measured cost per GPU target, for each CUDA job's architecture list and the job
-sizing in config/feedstock.yaml (--kinds: what each kind of the measured graph costs instead). Each DIR is a
-rehearsal of the plugin for one platform (scripts/rehearse.py onnxruntime-ep-cuda --cuda 13.4 [--platform
-linux-aarch64] --no-sample --workdir DIR): the graph of the recipe as it is now. A platform's jobs are priced
-from its own graph; one without a rehearsal (win-64) from linux-64's, and the table's `graph` column says which. Prints one Markdown table, then each job whose build is predicted less than
-MARGIN times under the runner's time limit, or whose jobs at their peak would need more memory than the
-runner has free; exit 0 when there is none, 1 when there is, 2 on bad input.
+sizing in config/feedstock.yaml (--kinds: what each kind of the measured graph costs instead); the host
+objects and the library's host code by docs/build-cost/host.json. Each DIR is a rehearsal of the plugin
+for one platform (scripts/rehearse.py onnxruntime-ep-cuda --cuda VERSION [--platform linux-aarch64]
+--no-sample --workdir DIR): the graph of the recipe as it is now. A platform's jobs are priced from its own
+graph; one without a rehearsal (win-64) from linux-64's, and the table's `graph` column says which. Prints
+one Markdown table, then each job whose build is predicted less than MARGIN times under the runner's time
+limit, or whose jobs at their peak would need more memory than the runner has free; exit 0 when there is
+none, 1 when there is, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from feedstock.inputs import load_config  # noqa: E402
 BUILD_PLATFORM = "linux-64"
 # what every prediction must leave free of each limit
 MARGIN = 1.5
+# the figures of the prediction that the measurement file does not hold, each with where it comes from
+HOST_FILE = bootstrap.REPO / "docs" / "build-cost" / "host.json"
 
 
 def measurements_file(folder: Path) -> Path:
@@ -44,6 +48,13 @@ def measurements_file(folder: Path) -> Path:
     if not found:
         raise buildcost.CostError(f"{folder}: no *-measurements.json; name one with --measurements")
     return found[-1]
+
+
+def host_cost(path: Path) -> buildcost.HostCost:
+    try:
+        return buildcost.host_cost(json.loads(path.read_text()))
+    except (KeyError, TypeError, ZeroDivisionError) as error:
+        raise buildcost.CostError(f"{path}: {error!r} missing or unusable: not a host figures file") from None
 
 
 def graph_platform(rehearsal: Path) -> str:
@@ -62,7 +73,8 @@ def load_graph(rehearsal: Path) -> tuple[list[buildcost.Unit], int]:
     return units, len(compiles) - len(units)
 
 
-def table(measurements: dict, graphs: dict[str, tuple[list[buildcost.Unit], int]], root: Path) -> tuple[str, list[str]]:
+def table(measurements: dict, graphs: dict[str, tuple[list[buildcost.Unit], int]], root: Path,
+          host: buildcost.HostCost) -> tuple[str, list[str]]:
     """The Markdown table, and the jobs too close to the runner's limit. `graphs`: units and host compiles
     by the platform whose rehearsal they come from."""
     config = load_config(root)
@@ -83,7 +95,7 @@ def table(measurements: dict, graphs: dict[str, tuple[list[buildcost.Unit], int]
                 raise buildcost.CostError(f"no rehearsal's graph for {platform} or {BUILD_PLATFORM}: give one with --graph")
             units, host_compiles = graphs[graph]
             targets = nvcc_targets(list(config.cuda_lists.get(version, platform)))
-            p = buildcost.predict(units, targets, costs, host_compiles, sizing)
+            p = buildcost.predict(units, targets, costs, host_compiles, sizing, host)
             margin = round(limit_s / p.build_s, 2)
             if margin < MARGIN:
                 short.append(f"CUDA {version} {platform}: {p.build_s / 3600:.2f} h, under {MARGIN} x {runner.hours} h")
@@ -137,7 +149,7 @@ def main(argv: list[str]) -> int:
             if platform in graphs:
                 raise buildcost.CostError(f"{rehearsal}: a second graph for {platform}")
             graphs[platform] = load_graph(rehearsal)
-        text, short = table(measurements, graphs, bootstrap.REPO)
+        text, short = table(measurements, graphs, bootstrap.REPO, host_cost(HOST_FILE))
     except (InputError, buildcost.CostError, OSError, ValueError, KeyError, TypeError) as error:
         print(f"predict_build_cost: {error}", file=sys.stderr)
         return 2

@@ -17,7 +17,7 @@ import pytest
 import buildcost
 from feedstock.architectures import NVCC_RELEASES
 from feedstock.cuda_targets import nvcc_targets
-from predict_build_cost import measurements_file
+from predict_build_cost import HOST_FILE, host_cost, measurements_file
 from support.wheels import unpacked_wheel
 
 # NVIDIA's wheels that together make a toolkit nvcc compiles with: each unpacks to nvidia/cu13/{bin,include,lib,nvvm}.
@@ -279,6 +279,7 @@ def test_two_units_of_one_file_name_keep_their_own_files(nvcc: Path, gcc: str, t
 # --- predicting, from the measurement file the GPU machine wrote
 
 MEASUREMENTS = measurements_file(Path(__file__).resolve().parents[1] / "docs" / "build-cost")
+HOST = host_cost(HOST_FILE)
 
 
 @pytest.fixture(scope="module")
@@ -333,20 +334,20 @@ def test_the_predicted_build_follows_the_work_and_the_jobs(recorded) -> None:
     units, costs, record = recorded
     graph = buildcost.graph_targets(units)
     sizing = buildcost.Sizing(16, 60, 8, 1, 7, 2)
-    full = buildcost.predict(units, graph, costs, record["host_compiles"], sizing)
+    full = buildcost.predict(units, graph, costs, record["host_compiles"], sizing, HOST)
     fewer_targets = buildcost.predict(units, [t for t in graph if t != "sm_86"], costs,
-                                      record["host_compiles"], sizing)
+                                      record["host_compiles"], sizing, HOST)
     fewer_units = buildcost.predict([u for u in units if u.kind != "flash attention"], graph, costs,
-                                    record["host_compiles"], sizing)
+                                    record["host_compiles"], sizing, HOST)
     fewer_jobs = buildcost.predict(units, graph, costs, record["host_compiles"],
-                                   buildcost.Sizing(16, 60, 8, 1, 10, 2))
+                                   buildcost.Sizing(16, 60, 8, 1, 10, 2), HOST)
     # worked by hand from the sizing, not from the rule under test: 60 GB free hold 6 jobs of 1 x 10 GB
     assert fewer_jobs.jobs == 6 and fewer_jobs.build_s > full.build_s
     for smaller in (fewer_targets, fewer_units):
         assert smaller.build_s < full.build_s and smaller.library_bytes < full.library_bytes
     assert full.by_kind["flash attention"][0] == sum(u.kind == "flash attention" for u in units)
     same = [u for u in units if u.kind == "core providers"]
-    one = buildcost.predict(same, graph, costs, 0, sizing)
+    one = buildcost.predict(same, graph, costs, 0, sizing, HOST)
     total, jobs = one.nvcc_cpu_s, sizing.build_jobs
     assert one.jobs == jobs  # its memory and cores allow more
     assert one.build_s == pytest.approx(total / jobs + (1 - 1 / jobs) * one.longest_unit_s)
@@ -358,8 +359,9 @@ def test_the_pool_bounds_the_memory_of_the_heaviest_units(recorded) -> None:
     units, costs, record = recorded
     graph = buildcost.graph_targets(units)
     sizing = buildcost.Sizing(16, 60, 8, 1, 7, 2)
-    pooled = buildcost.predict(units, graph, costs, 0, sizing)
-    unpooled = buildcost.predict(units, graph, costs, 0, dataclasses.replace(sizing, pool_jobs=sizing.build_jobs))
+    pooled = buildcost.predict(units, graph, costs, 0, sizing, HOST)
+    unpooled = buildcost.predict(units, graph, costs, 0, dataclasses.replace(sizing, pool_jobs=sizing.build_jobs),
+                                 HOST)
     heavy = max(costs[k].peak_mib for k in buildcost.POOLED_KINDS if k in costs) / 1024
     rest = max(c.peak_mib for k, c in costs.items() if k not in buildcost.POOLED_KINDS) / 1024
     jobs, pool = sizing.build_jobs, sizing.pool_jobs
@@ -369,13 +371,35 @@ def test_the_pool_bounds_the_memory_of_the_heaviest_units(recorded) -> None:
     assert pooled.worst_gib < unpooled.worst_gib
 
 
+def test_the_host_objects_and_the_host_code_are_priced_from_the_host_file(recorded, tmp_path: Path) -> None:
+    """host.json's figures reach the prediction: each host compile costs its CPU seconds over its count, and the
+    library holds its bytes less its fatbin besides the units' fatbins; a file without them is refused by name."""
+    units, costs, record = recorded
+    graph = buildcost.graph_targets(units)
+    sizing = buildcost.Sizing(16, 60, 8, 1, 7, 2)
+    figures = json.loads(HOST_FILE.read_text())
+    edited = tmp_path / "host.json"
+    figures["host_objects"]["cpu_s"] *= 2
+    figures["library"]["bytes"] += 10**6
+    edited.write_text(json.dumps(figures))
+    before = buildcost.predict(units, graph, costs, record["host_compiles"], sizing, HOST)
+    after = buildcost.predict(units, graph, costs, record["host_compiles"], sizing, host_cost(edited))
+    assert after.host_cpu_s == pytest.approx(2 * before.host_cpu_s) and before.host_cpu_s > 0
+    assert after.library_bytes - before.library_bytes == pytest.approx(10**6)
+    assert after.nvcc_cpu_s == before.nvcc_cpu_s
+    del figures["library"]
+    edited.write_text(json.dumps(figures))
+    with pytest.raises(buildcost.CostError, match=f"{re.escape(str(edited))}.*library"):
+        host_cost(edited)
+
+
 def test_a_kind_without_a_measurement_stops_the_prediction(recorded) -> None:
     """A graph with a kind the run never measured (a new kernel family) is refused, by name."""
     units, costs, record = recorded
     graph = buildcost.graph_targets(units)
     partial = {k: c for k, c in costs.items() if k != "XQA"}
     with pytest.raises(buildcost.CostError, match="XQA"):
-        buildcost.predict(units, graph, partial, 0, buildcost.Sizing(16, 60, 8, 1, 7, 2))
+        buildcost.predict(units, graph, partial, 0, buildcost.Sizing(16, 60, 8, 1, 7, 2), HOST)
 
 
 def test_the_command_tables_every_cuda_job_and_fails_on_the_ones_too_close_to_the_limit(recorded, tmp_path: Path) -> None:

@@ -1,0 +1,18 @@
+"""The README stays true where a test can tell: every file of the repository it names is there."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import REPO
+
+# A path in backquotes under one of the repository's own folders; a placeholder (DATE, <package>) is not a file.
+NAMED_PATH = re.compile(r"`((?:\.ci|config|docs|recipe|scripts|tests)/[^`\s<>]*)`")
+
+
+def test_every_file_and_folder_the_readme_names_exists() -> None:
+    """A report moved or renamed under docs/, or a script moved, leaves no README link pointing at nothing;
+    a name with a wildcard must match at least one file."""
+    named = {path for path in NAMED_PATH.findall((REPO / "README.md").read_text()) if not re.search(r"[A-Z]{4}", path)}
+    missing = [path for path in sorted(named) if not (any(REPO.glob(path)) if "*" in path else (REPO / path).exists())]
+    assert named and not missing, missing

@@ -38,7 +38,8 @@ def check_architectures(env: Mapping[str, str]) -> None:
     cuda = env.get("CUDA_COMPILER_VERSION", "")
     if not ARCHITECTURE_LIST.fullmatch(architectures):
         fail(f"CUDA_ARCHITECTURES='{architectures}' is not a list like 75-real;80-real;121, so the recipe has no "
-             f'GPU architecture list for CUDA {cuda}: add cuda.versions."{cuda}" to config/feedstock.yaml and re-render')
+             f'GPU architecture list for CUDA {cuda}: add cuda.versions."{cuda}" to config/feedstock.yaml '
+             "and re-render")
 
 
 def check_floor(env: Mapping[str, str]) -> None:

@@ -110,7 +110,8 @@ def check_iobinding_names_nvidia_for_cuda() -> None:
 def check_built_in_providers(target_platform: str) -> None:
     providers = ort.get_available_providers()
     for provider in BUILT_IN_PROVIDERS.get(target_platform, []):
-        assert provider in providers, f"{provider} is not among the available providers on {target_platform}: {providers}"
+        assert provider in providers, (f"{provider} is not among the available providers on {target_platform}: "
+                                       f"{providers}")
     print(f"built in   {', '.join(BUILT_IN_PROVIDERS.get(target_platform, [])) or 'nothing beyond the CPU EP'}"
           f" for {target_platform}")
 

@@ -46,7 +46,8 @@ def run_generators(build: Path, outputs: list[str], env: dict[str, str], out: Te
     for command in generating_commands(build, outputs, env):
         out.write(f"\n$ {command}\n")
         out.flush()
-        status = subprocess.run(command, shell=True, cwd=build, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
+        status = subprocess.run(command, shell=True, cwd=build, stdout=out, stderr=subprocess.STDOUT,
+                                env=env).returncode
         if status:
             return status
     return 0

@@ -161,7 +161,8 @@ def choose_sample(output: str, src: Path, compiles: list[dict[str, str]], archit
         chosen = []
         kinds = [
             ("a host .cc that includes the CUDA headers (cuda_pch.h: cuda, cuBLAS, cuRAND, cuFFT)",
-             lambda f: f.suffix == ".cc" and "providers/cuda" in str(f) and _includes(f, r"core/providers/cuda/cuda_common\.h")),
+             lambda f: f.suffix == ".cc" and "providers/cuda" in str(f)
+                       and _includes(f, r"core/providers/cuda/cuda_common\.h")),
             ("a .cu at one architecture", lambda f: f.suffix == ".cu" and not _includes(f, r"cutlass/")),
             ("a CUTLASS-based .cu at one architecture", lambda f: f.suffix == ".cu" and _includes(f, r"cutlass/")),
         ]
@@ -173,7 +174,8 @@ def choose_sample(output: str, src: Path, compiles: list[dict[str, str]], archit
         plain, cutlass = chosen[1], chosen[2]
         if newest:
             cutlass.why, cutlass.architecture = f"a CUTLASS-based .cu at {newest}, the list's newest", newest
-        chosen += [Sampled(plain.object, plain.source, f"the .cu at {a}, which only this platform's list has", architecture=a)
+        chosen += [Sampled(plain.object, plain.source, f"the .cu at {a}, which only this platform's list has",
+                           architecture=a)
                    for a in architectures]
         return chosen
     # the core objects are the C++ library's too: what only the Python build adds is its bindings
@@ -291,7 +293,8 @@ def audit_sample(build: Path, sample: list[Sampled], target_platform: str, recip
                            "--target-platform", target_platform, *map(str, made)],
                           capture_output=True, text=True)
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
-    machines = dict(re.findall(r"^(?:ok|FAIL \[target-machine\]) (\S+): (EM_\w+|IMAGE_FILE_MACHINE_\w+|\S+)", "\n".join(lines), re.MULTILINE))
+    machines = dict(re.findall(r"^(?:ok|FAIL \[target-machine\]) (\S+): (EM_\w+|IMAGE_FILE_MACHINE_\w+|\S+)",
+                               "\n".join(lines), re.MULTILINE))
     for item in sample:
         item.machine = machines.get(str(build / item.object), item.machine)
     return lines, done.returncode == 0
@@ -340,7 +343,8 @@ def plugin_link_line(build: Path, commands: list[str]) -> str:
         return ""
     statement = re.search(r"^build libonnxruntime_providers_cuda\.so:.*?(?=^build |\Z)",
                           (build / "build.ninja").read_text(), re.MULTILINE | re.DOTALL)
-    variables = dict(re.findall(r"^  (LINK_PATH|LINK_LIBRARIES) = (.*)$", statement.group(0), re.MULTILINE)) if statement else {}
+    variables = (dict(re.findall(r"^  (LINK_PATH|LINK_LIBRARIES) = (.*)$", statement.group(0), re.MULTILINE))
+                 if statement else {})
     return " ".join([links[-1], variables.get("LINK_PATH", ""), variables.get("LINK_LIBRARIES", "")])
 
 
@@ -391,7 +395,8 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
     cuda = variant.get("cuda_compiler_version")
     cuda = None if cuda in (None, "None") else cuda
     overrides = {"python": f"{python}.* *_cpython"}
-    asked = {section: package_names(map(str, rendered["requirements"].get(section) or [])) for section in ("build", "host")}
+    asked = {section: package_names(map(str, rendered["requirements"].get(section) or []))
+             for section in ("build", "host")}
     table = load_standins()
     for section, names in asked.items():
         if missing := [name for name in names if name not in table]:
@@ -475,22 +480,28 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
 def summary(report: Report) -> str:
     lines = [f"rehearsal of {report.output} ({', '.join(f'{k}={v}' for k, v in sorted(report.variant.items()))})",
              f"sources: {report.sources}",
-             f"configure: {'ok' if report.configure_ok else 'FAILED: ' + report.configure_error} in {report.configure_seconds} s",
+             f"configure: {'ok' if report.configure_ok else 'FAILED: ' + report.configure_error} "
+             f"in {report.configure_seconds} s",
              f"CMake variables reported unused: {', '.join(report.unused_cmake_variables) or 'none'}",
-             f"build graph of {', '.join(report.build_targets)}: {report.graph_steps} steps, {report.graph_compiles} compiles (graph.txt)",
+             f"build graph of {', '.join(report.build_targets)}: {report.graph_steps} steps, "
+             f"{report.graph_compiles} compiles (graph.txt)",
              f"licence files listed but missing: {', '.join(report.licence_files_missing) or 'none'}",
-             f"fetched dependencies without a listed licence: {', '.join(report.dependencies_without_licence) or 'none'}"]
-    lines.append(f"include folders shadowing the C library's headers: {', '.join(report.shadowing_include_dirs) or 'none'}")
+             "fetched dependencies without a listed licence: "
+             f"{', '.join(report.dependencies_without_licence) or 'none'}"]
+    lines.append("include folders shadowing the C library's headers: "
+                 f"{', '.join(report.shadowing_include_dirs) or 'none'}")
     if report.nvcc_sass or report.nvcc_ptx:
         lines.append(f"nvcc SASS: {' '.join(report.nvcc_sass)}; PTX: {' '.join(report.nvcc_ptx) or 'none'}")
     if report.nvcc_sass:
         lines.append(f"nvcc device-link (nvlink) steps: {report.device_link_steps}; LTO steps: {report.lto_steps}")
-    lines.append(f"SAMPLED, NOT BUILT ({report.target_platform}): these objects of the graph were compiled; the rest were not:")
+    lines.append(f"SAMPLED, NOT BUILT ({report.target_platform}): these objects of the graph were compiled; "
+                 "the rest were not:")
     for item in report.sample:
         at = f" at {item.architecture}" if item.architecture else ""
-        lines.append(f"  {'ok' if item.ok else 'FAILED'} {item.seconds} s {item.object}{at} ({item.why}) {item.machine} {item.error}".rstrip())
-    lines.append(f"audit of the sample (recipe/check_plugin_binary.py --objects --target-platform {report.target_platform}): "
-                 f"{'ok' if report.audit_ok else 'FAILED'}")
+        lines.append(f"  {'ok' if item.ok else 'FAILED'} {item.seconds} s {item.object}{at} ({item.why}) "
+                     f"{item.machine} {item.error}".rstrip())
+    lines.append("audit of the sample (recipe/check_plugin_binary.py --objects "
+                 f"--target-platform {report.target_platform}): {'ok' if report.audit_ok else 'FAILED'}")
     lines += [f"  {line}" for line in report.audit if not line.startswith("ok ")]
     lines += [f"stand-in: {note}" for note in report.standin_notes]
     lines += [f"not rehearsed: {item}" for item in report.not_rehearsed]

@@ -44,7 +44,8 @@ from standins.sources import SourcesUnavailable, WrongHash, locate
 def without_nvcc(feedstock: Path, platform: str = BUILD_PLATFORM) -> list[str]:
     """The platform's jobs' CUDA versions that no rehearsal can take: standins.yaml has no nvcc for them."""
     nvcc = load_standins()["cuda-nvcc_linux-64"]["pypi"]
-    versions = sorted({job.cuda_version for job in load_jobs(feedstock) if job.platform == platform and job.cuda_version})
+    versions = sorted({job.cuda_version for job in load_jobs(feedstock)
+                       if job.platform == platform and job.cuda_version})
     return [f"CUDA {v}: scripts/standins/standins.yaml has no nvcc for it" for v in versions if v not in nvcc]
 
 
@@ -68,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--platform", default=BUILD_PLATFORM, choices=sorted(PLATFORMS),
                         help="the target platform (default linux-64); the build machine is linux-64")
     parser.add_argument("--workdir", required=True, type=Path)
-    parser.add_argument("--feedstock", type=Path, default=bootstrap.REPO, help="the feedstock to rehearse (default: this one)")
+    parser.add_argument("--feedstock", type=Path, default=bootstrap.REPO,
+                        help="the feedstock to rehearse (default: this one)")
     parser.add_argument("--cache", type=Path, default=cache_folder(bootstrap.REPO),
                         help="downloads kept between rehearsals")
     parser.add_argument("--no-sample", action="store_true", help="configure and record the graph, compile nothing")
@@ -91,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rehearse: {error}", file=sys.stderr)
         return 2
     print((args.workdir / "report.txt").read_text(), end="")
-    return 0 if report.configure_ok and all(s.ok for s in report.sample) and (report.audit_ok or not report.sample) else 1
+    return (0 if report.configure_ok and all(s.ok for s in report.sample) and (report.audit_ok or not report.sample)
+            else 1)
 
 
 if __name__ == "__main__":

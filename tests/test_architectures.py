@@ -63,7 +63,8 @@ def ort_mirror() -> Path:
     """The mirror folder, when it holds the recipe's source; a skip that says why otherwise."""
     located = at_hand(recipe_source(REPO), cache_folder(REPO))
     if located is None or not located.origin.startswith("mirror"):
-        pytest.skip("the recipe's ONNX Runtime source is in no mirror folder (ORT_SOURCE_MIRROR, else ../shared/upstream)")
+        pytest.skip("the recipe's ONNX Runtime source is in no mirror folder "
+                    "(ORT_SOURCE_MIRROR, else ../shared/upstream)")
     return located.tarball.parent
 
 
@@ -77,7 +78,8 @@ def test_every_listed_list_is_built_by_orts_cmake_as_listed() -> None:
 
 # (what the newest listed CUDA's linux-64 list becomes, the problem the render names)
 ORT_REFUSES = {
-    "a leading zero": (lambda a: ["0" + a[0], *a[1:]], "ONNX Runtime's CMake refuses it (Unrecognized CUDA architecture"),
+    "a leading zero": (lambda a: ["0" + a[0], *a[1:]],
+                       "ONNX Runtime's CMake refuses it (Unrecognized CUDA architecture"),
     "PTX not last": (lambda a: [f"{number(a[0])}-virtual", *a[1:]], "ONNX Runtime's CMake compiles it as SASS"),
     "one architecture in two spellings": (lambda a: [a[0], str(number(a[0])), *a[1:]],
                                           "ONNX Runtime's CMake compiles it as SASS"),

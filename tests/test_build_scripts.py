@@ -77,7 +77,8 @@ CONDA_FORGE_CMAKE_ARGS = "-DCMAKE_INSTALL_PREFIX=/prefix -DCMAKE_INSTALL_LIBDIR=
 CMAKE_DEFINE = re.compile(r"-D([A-Za-z_][A-Za-z0-9_]*)(?::[A-Z]+)?=")
 # CUDA or nvcc in the name of a CMake variable or the file its value names
 CUDA_IN_ARGUMENT = re.compile(r"cuda|nvcc", re.IGNORECASE)
-PLUGIN_PACKAGE = parse_yaml((RECIPE.parent / "config" / "feedstock.yaml").read_text(), "config/feedstock.yaml")["outputs"]["plugin"]["name"]
+PLUGIN_PACKAGE = parse_yaml((RECIPE.parent / "config" / "feedstock.yaml").read_text(),
+                            "config/feedstock.yaml")["outputs"]["plugin"]["name"]
 # The test that loads the core as onnxruntime.dll (cmake/onnxruntime_unittests.cmake, Windows only)
 DLOPEN_TEST = "onnxruntime_shared_lib_dlopen_test"
 # CUDA 12.9's clusterlaunchcontrol.h binds a `long` to a 64-bit asm operand, which MSVC's 32-bit `long`
@@ -113,7 +114,8 @@ def code_text(script: Path) -> str:
 
 
 def onnxruntime_cmake_names(shared: Path) -> set[str]:
-    """Every variable ORT's CMake reads or conda-forge's onnxruntime builds set (shared/facts/onnxruntime-cmake-options.yaml)."""
+    """Every variable ORT's CMake reads or conda-forge's onnxruntime builds set
+    (shared/facts/onnxruntime-cmake-options.yaml)."""
     facts = read_yaml(shared / "facts" / "onnxruntime-cmake-options.yaml")
     names: set[str] = set()
     for section in ("options", "cmake_dependent_options", "cache_variables"):
@@ -130,7 +132,8 @@ def onnxruntime_cmake_names(shared: Path) -> set[str]:
 
 def recipe_cmake_names() -> set[str]:
     """The variables the recipe's own CMake files (recipe/cmake/, included into ORT's) read."""
-    return {name for f in (RECIPE / "cmake").glob("*.cmake") for name in re.findall(r"\$\{([A-Za-z_]\w*)\}", f.read_text())}
+    return {name for f in (RECIPE / "cmake").glob("*.cmake")
+            for name in re.findall(r"\$\{([A-Za-z_]\w*)\}", f.read_text())}
 
 
 def sets_cuda_up(argument: str) -> bool:
@@ -193,7 +196,8 @@ def plugin_build_env(tools: FakeTools, source: Path, prefix: Path, platform: str
         "NVCC_THREADS": "2", "NVCC_GB_PER_THREAD": "1", "CUDA_BUILD_JOBS": "8", "SM90_TMA_JOBS": "2",
         "PLUGIN_MANIFEST": PLUGIN_SCRIPT_ENV["PLUGIN_MANIFEST"],
         # what the recipe tells the script for the platform
-        **{key: script_env(plugin_builds_on(platform)[0])[key] for key in ("PLUGIN_INSTALL_PATH", "PLUGIN_MANIFEST_DIR")},
+        **{key: script_env(plugin_builds_on(platform)[0])[key]
+           for key in ("PLUGIN_INSTALL_PATH", "PLUGIN_MANIFEST_DIR")},
         **windows, **overrides,
     })
 
@@ -714,7 +718,8 @@ def install_flat_headers(source: Path, prefix: Path) -> None:
     """What `cmake --install` puts in include/onnxruntime/: the headers get_c_cxx_api_headers lists
     (cmake/onnxruntime.cmake), which the stand-in cmake does not install."""
     listing = (source / "cmake" / "onnxruntime.cmake").read_text().split("function(get_c_cxx_api_headers")[1]
-    headers = re.findall(r'"\$\{REPO_ROOT\}/(include/onnxruntime/core/session/[\w.]+)"', listing.split("endfunction")[0])
+    headers = re.findall(r'"\$\{REPO_ROOT\}/(include/onnxruntime/core/session/[\w.]+)"',
+                         listing.split("endfunction")[0])
     assert headers, "found no header list in cmake/onnxruntime.cmake"
     (prefix / "include" / "onnxruntime").mkdir(parents=True, exist_ok=True)
     for header in headers:

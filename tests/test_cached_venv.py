@@ -164,7 +164,8 @@ def test_two_processes_asking_for_one_venv_at_once_build_it_once_and_both_get_it
         "    with open(sys.argv[3], 'a') as log: log.write('installed\\n')\n"
         "    time.sleep(3)\n"
         "print(bootstrap.cached_venv(Path(sys.argv[2]), 'key', install))")
-    both = [subprocess.Popen([sys.executable, "-c", builder, str(Path(bootstrap.__file__).parent), str(env), str(installs)],
+    both = [subprocess.Popen([sys.executable, "-c", builder, str(Path(bootstrap.__file__).parent), str(env),
+                              str(installs)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     said = [process.communicate(timeout=300) for process in both]
     assert [process.returncode for process in both] == [0, 0], said

@@ -144,7 +144,8 @@ def test_a_free_threaded_python_migration_is_built_and_shown_as_such(conda_smith
     python_cells = re.findall(r"(?m)^\| `[^`]+` \| `onnxruntime(-novec)?-cpp`, `onnxruntime(?:-novec)?` \| — \| — \| "
                               r"([^|]+) \|$", readme)
     python_cells = [cell for _, cell in python_cells]
-    assert len(python_cells) == len(cpu_jobs) and all("3.14t" in cell.split(", ") for cell in python_cells), python_cells
+    assert len(python_cells) == len(cpu_jobs), python_cells
+    assert all("3.14t" in cell.split(", ") for cell in python_cells), python_cells
     builds_before = int(re.search(r"\((\d+) Python builds in all;", (REPO / "README.md").read_text()).group(1))
     assert f"({builds_before + len(cpu_jobs)} Python builds in all;" in readme
     variants = read_yaml(root / OSX_CPU_JOB)

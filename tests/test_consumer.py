@@ -49,7 +49,8 @@ def manifest_reader(tmp_path_factory: pytest.TempPathFactory, gxx: str) -> Path:
     folder = tmp_path_factory.mktemp("manifest-reader")
     (folder / "driver.cpp").write_text(MANIFEST_DRIVER)
     program = folder / "read_manifest"
-    built = compile_cpp(gxx, "-Wall", "-Wextra", "-Werror", f"-I{CONSUMER}", str(folder / "driver.cpp"), "-o", str(program))
+    built = compile_cpp(gxx, "-Wall", "-Wextra", "-Werror", f"-I{CONSUMER}", str(folder / "driver.cpp"),
+                        "-o", str(program))
     assert built.returncode == 0, built.stderr
     return program
 

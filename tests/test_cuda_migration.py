@@ -98,7 +98,8 @@ def test_a_cuda_migration_gets_one_job_per_cuda_platform(migrated: Path) -> None
 
 
 @pytest.mark.parametrize("platform", CUDA_PLATFORMS)
-def test_a_cuda_migration_builds_the_newest_listed_lists_when_its_nvcc_takes_every_entry(migrated: Path, platform: str) -> None:
+def test_a_cuda_migration_builds_the_newest_listed_lists_when_its_nvcc_takes_every_entry(
+        migrated: Path, platform: str) -> None:
     (job,) = [name for name, (p, v) in cuda_jobs(migrated).items() if (p, v) == (platform, MIGRATED)]
     (listed_job,) = [name for name, (p, v) in cuda_jobs(migrated).items() if (p, v) == (platform, LISTED)]
     # CUDA 13.5's nvcc accepts every architecture the newest listed CUDA 13 list has, so the lists are the same

@@ -405,7 +405,8 @@ def test_a_library_that_is_a_directory_is_named_so(prefix: Prefix) -> None:
     assert_one_warning(probe_webgpu(prefix), manifest, "is not a regular file")
 
 
-def test_a_folder_named_like_the_helper_in_the_working_directory_changes_nothing(prefix: Prefix, tmp_path: Path) -> None:
+def test_a_folder_named_like_the_helper_in_the_working_directory_changes_nothing(
+        prefix: Prefix, tmp_path: Path) -> None:
     decoy = tmp_path / "onnxruntime_ep_cuda"
     decoy.mkdir()
     (decoy / "__init__.py").write_text("raise SystemExit('the decoy ran')\n")

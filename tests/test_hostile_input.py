@@ -28,7 +28,7 @@ def alias_bomb() -> str:
     """Ten lines that a loader which follows aliases expands to 9**9 strings (a 10 KB one ran a render for
     60 s and 5.4 GB before it was killed)."""
     lines = ['zz_a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
-    lines += [f"zz_{b}: &{b} [{', '.join([f'*{a}'] * 9)}]" for a, b in zip("abcdefgh", "bcdefghi")]
+    lines += [f"zz_{b}: &{b} [{', '.join([f'*{a}'] * 9)}]" for a, b in zip("abcdefgh", "bcdefghi", strict=True)]
     return "\n".join(lines) + "\n"
 
 
@@ -53,8 +53,8 @@ def _bounded_memory() -> None:
 
 
 def refused(root: Path) -> list[str]:
-    """What a render and a --check of `root` say on stderr, each asserted to exit 2 within bounded memory, with a bounded
-    message, having written nothing."""
+    """What a render and a --check of `root` say on stderr, each asserted to exit 2 within bounded memory, with a
+    bounded message, having written nothing."""
     before = snapshot(root)
     said = []
     for args in ((), ("--check",)):

@@ -71,7 +71,7 @@ def test_the_plugin_pins_cuda_version_to_its_config_and_needs_no_python(feedstoc
 
 
 def test_the_plugin_needs_a_driver_and_cudnn_and_constrains_the_cores(feedstock: Feedstock) -> None:
-    for name, built in configs_building(feedstock, PLUGIN).items():
+    for built in configs_building(feedstock, PLUGIN).values():
         plugin = built[0]
         assert "__cuda" in plugin.requirements["run"]
         assert f"cudnn {CONFIG.cudnn.major}.*" in plugin.requirements["run"]
@@ -106,7 +106,7 @@ def test_the_cpu_outputs_and_their_novec_twins_build_exactly_in_their_cpu_config
 
 
 def test_a_novec_package_turns_eigens_vectorization_off_and_excludes_its_twin(feedstock: Feedstock) -> None:
-    for twin, novec in zip(CPU_OUTPUTS, NOVEC_OUTPUTS):
+    for twin, novec in zip(CPU_OUTPUTS, NOVEC_OUTPUTS, strict=True):
         for name, built in configs_building(feedstock, novec).items():
             for package in built:
                 assert package.recipe["build"]["script"]["env"]["ORT_DONT_VECTORIZE"] == "ON", name
@@ -119,7 +119,7 @@ def test_a_novec_package_turns_eigens_vectorization_off_and_excludes_its_twin(fe
 def test_the_plugin_admits_the_novec_cores_as_it_admits_their_twins(feedstock: Feedstock) -> None:
     for name, built in configs_building(feedstock, PLUGIN).items():
         constraints = {spec.split()[0]: spec for spec in built[0].recipe["requirements"]["run_constraints"]}
-        for twin, novec in zip(CPU_OUTPUTS, NOVEC_OUTPUTS):
+        for twin, novec in zip(CPU_OUTPUTS, NOVEC_OUTPUTS, strict=True):
             assert constraints[novec] == constraints[twin].replace(twin, novec, 1), name
 
 

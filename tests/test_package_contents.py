@@ -60,7 +60,8 @@ def package(tests: list[dict], scratch: Path) -> str:
     recipe_dir = scratch / "recipe"
     shutil.copytree(REPO / "recipe", recipe_dir)
     recipe = {"package": {"name": PLUGIN, "version": "0"},
-              "build": {"number": 0, "script": [f'mkdir -p "$(dirname "$PREFIX/{f}")" && touch "$PREFIX/{f}"' for f in named]},
+              "build": {"number": 0,
+                        "script": [f'mkdir -p "$(dirname "$PREFIX/{f}")" && touch "$PREFIX/{f}"' for f in named]},
               "tests": tests}
     (recipe_dir / "recipe.yaml").write_text(json.dumps(recipe))
     (scratch / "channel").mkdir()

@@ -5,7 +5,8 @@ stand-in channel, and compiles a sample of the build graph (linux-64: onnxruntim
 this machine's Python, onnxruntime-ep-cuda for the newest CUDA of the linux-64 jobs; CUDA 12 has no nvcc
 on PyPI; linux-aarch64, cross-compiled from linux-64 as conda-forge builds it: onnxruntime-cpp and
 onnxruntime-ep-cuda for the newest CUDA of its jobs). A rehearsal's result is kept under
-.cache/rehearsal/runs/, keyed by everything it reads, so an unchanged feedstock is not rehearsed twice on one machine. ORT's source comes from the mirror
+.cache/rehearsal/runs/, keyed by everything it reads, so an unchanged feedstock is not rehearsed twice on one
+machine. ORT's source comes from the mirror
 ORT_SOURCE_MIRROR names or from a download (tests/support/upstream_source.py); without either, these
 tests skip and say why.
 """
@@ -47,7 +48,8 @@ AARCH64_CUDA = newest_cuda(load_jobs(REPO), AARCH64)
 # cross-python, which has no stand-in: linux-aarch64 rehearses its C++ and plugin jobs
 REHEARSED = {(PLUGIN, LINUX_64): ["--cuda", REHEARSED_CUDA], (CPP, LINUX_64): [],
              (PYTHON, LINUX_64): [],
-             (PLUGIN, AARCH64): ["--cuda", AARCH64_CUDA, "--platform", AARCH64], (CPP, AARCH64): ["--platform", AARCH64]}
+             (PLUGIN, AARCH64): ["--cuda", AARCH64_CUDA, "--platform", AARCH64],
+             (CPP, AARCH64): ["--platform", AARCH64]}
 # the ELF machine each platform's objects are for (recipe/check_plugin_binary.py's TARGET_MACHINES)
 MACHINES = {LINUX_64: "EM_X86_64", AARCH64: "EM_AARCH64"}
 # the rehearsal's own code and data, and the code it imports, which a cached result must have been made with
@@ -159,7 +161,8 @@ def test_the_sampled_objects_compile(rehearsal: tuple[str, dict, Path]) -> None:
 def test_the_report_calls_the_sample_a_sample_and_records_the_whole_graph(rehearsal: tuple[str, dict, Path]) -> None:
     output, report, workdir = rehearsal
     assert "SAMPLED, NOT BUILT" in (workdir / "report.txt").read_text()
-    assert len((workdir / "graph.txt").read_text().splitlines()) == report["graph_steps"] > len(report["sample"]), output
+    steps = len((workdir / "graph.txt").read_text().splitlines())
+    assert steps == report["graph_steps"] > len(report["sample"]), output
 
 
 def test_no_include_folder_shadows_the_c_librarys_headers(rehearsal: tuple[str, dict, Path]) -> None:
@@ -167,7 +170,8 @@ def test_no_include_folder_shadows_the_c_librarys_headers(rehearsal: tuple[str, 
     assert report["configure_ok"] and report["shadowing_include_dirs"] == [], output
 
 
-def test_cmake_takes_every_dependency_from_the_archives_located_for_the_output(rehearsal: tuple[str, dict, Path]) -> None:
+def test_cmake_takes_every_dependency_from_the_archives_located_for_the_output(
+        rehearsal: tuple[str, dict, Path]) -> None:
     output, report, workdir = rehearsal
     located = sources(*dependencies(output, report["target_platform"]))
     assert archives_cmake_took(workdir / "src") == set(located.archives.values()), output
@@ -213,7 +217,8 @@ def test_the_plugin_never_links_cudnn(plugin_rehearsal: dict) -> None:
 
 
 def test_the_plugin_link_takes_the_recipes_export_list_as_its_only_version_script(plugin_rehearsal: dict) -> None:
-    version_scripts = [flag for flag in plugin_rehearsal["link_line"].split() if flag.startswith("-Wl,--version-script=")]
+    version_scripts = [flag for flag in plugin_rehearsal["link_line"].split()
+                       if flag.startswith("-Wl,--version-script=")]
     assert [Path(flag.split("=", 1)[1]).name for flag in version_scripts] == ["plugin_exports.map"]
 
 
@@ -285,7 +290,8 @@ def test_nvcc_embeds_ptx_for_the_newest_architecture_only(plugin_rehearsal: dict
     assert plugin_rehearsal["nvcc_ptx"] == [f"compute_{number(listed[-1])}"]
 
 
-def test_every_cuda_of_the_platform_without_a_stand_in_nvcc_is_reported_as_not_rehearsed(plugin_rehearsal: dict) -> None:
+def test_every_cuda_of_the_platform_without_a_stand_in_nvcc_is_reported_as_not_rehearsed(
+        plugin_rehearsal: dict) -> None:
     platform = plugin_rehearsal["target_platform"]
     others = {job.cuda_version for job in load_jobs(REPO) if job.platform == platform and job.cuda_version}
     others -= {_cuda(plugin_rehearsal), *load_standins()["cuda-nvcc_linux-64"]["pypi"]}
@@ -369,7 +375,8 @@ def test_rattler_builds_environments_hold_the_packages_the_recipe_asks_for(rehea
     platform = report["target_platform"]
     cuda = report["variant"]["cuda_compiler_version"]
     lists = read_yaml(job_file(REPO, platform, None if cuda == "None" else cuda))
-    lists["python"] = [v for v in lists.get("python", []) if v.startswith(f"{sys.version_info[0]}.{sys.version_info[1]}.")]
+    lists["python"] = [v for v in lists.get("python", [])
+                       if v.startswith(f"{sys.version_info[0]}.{sys.version_info[1]}.")]
     (rendered,) = [r for r in render(REPO / "recipe" / "recipe.yaml", lists, platform, LINUX_64) if r.name == output]
     asked = {section: {spec.split()[0] for spec in rendered.recipe["requirements"].get(section, [])}
              for section in ("build", "host")}
@@ -432,7 +439,8 @@ def test_thors_pre_cuda_13_name_in_the_aarch64_list_fails_the_aarch64_rehearsal(
     101, as CUDA 12 did, which nvcc 13 no longer knows. Only the linux-aarch64 rehearsal can see it."""
     recipe = feedstock / "recipe" / "recipe.yaml"
     text = recipe.read_text()
-    aarch64_list = re.search(rf'"[^"]*110-real[^"]*"\s+if cuda_compiler_version (?:== |in \[)"{re.escape(AARCH64_CUDA)}"'
+    aarch64_list = re.search(rf'"[^"]*110-real[^"]*"\s+if cuda_compiler_version (?:== |in \[)'
+                             rf'"{re.escape(AARCH64_CUDA)}"'
                              r'[^\n]*\n\s+and target_platform == "linux-aarch64"', text).group(0)
     recipe.write_text(text.replace(aarch64_list, aarch64_list.replace("110-real", "101-real"), 1))
     report, _ = rehearse(PLUGIN, feedstock, "--no-sample", platform=AARCH64)

@@ -227,4 +227,4 @@ def test_the_render_checks_the_lists_with_orts_cmake_in_the_source_a_rehearsal_d
     done = subprocess.run([sys.executable, str(feedstock / "scripts" / "render.py")], capture_output=True, text=True,
                           env={**os.environ, **_environ(_refused_base_url())}, stdin=subprocess.DEVNULL, timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert f'architectures.linux-64: ONNX Runtime\'s CMake refuses it' in done.stderr, done.stderr
+    assert "architectures.linux-64: ONNX Runtime's CMake refuses it" in done.stderr, done.stderr

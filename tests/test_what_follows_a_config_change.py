@@ -43,11 +43,13 @@ CHANGES = {
     "python.requirements": ("    - packaging\n", "    - packaging\n    - sympy\n"),
     "outputs.<output>.name": ("name: onnxruntime-ep-cuda\n", "name: onnxruntime-ep-cuda-renamed\n"),
     "outputs.plugin.ep_name": ("ep_name: CUDAExecutionProvider", "ep_name: CudaEP"),
-    "cuda.nvcc_threads": (f"  nvcc_threads: {CONFIG.cuda.nvcc_threads}", f"  nvcc_threads: {CONFIG.cuda.nvcc_threads + 1}"),
+    "cuda.nvcc_threads": (f"  nvcc_threads: {CONFIG.cuda.nvcc_threads}",
+                          f"  nvcc_threads: {CONFIG.cuda.nvcc_threads + 1}"),
     "cuda.versions.<version>.architectures.<platform>": _without_first_architecture(),
     "platforms.<platform>.macos_sdk": ('macos_sdk: "13.3"', 'macos_sdk: "14.0"'),
     "runners.<os>": ("16cpu-on-win-64\n", "32cpu-on-win-64\n"),
-    "runner_size.free_gib": (f"  free_gib: {CONFIG.runner_size.free_gib}", f"  free_gib: {CONFIG.runner_size.free_gib - 2}"),
+    "runner_size.free_gib": (f"  free_gib: {CONFIG.runner_size.free_gib}",
+                             f"  free_gib: {CONFIG.runner_size.free_gib - 2}"),
 }
 # Keys under these hold names (platforms, versions, OSes, outputs), not a fixed vocabulary: rows name them so.
 PLACEHOLDERS = {"platforms": "<platform>", "versions": "<version>", "architectures": "<platform>",

@@ -48,7 +48,7 @@ def register_installed_plugins() -> None:
         said = []
     else:
         said = [f"{DISABLE_VARIABLE}={value[:40]!r} is none of {', '.join(_SWITCHES_OFF)} (off) or "
-                f"{', '.join(repr(v) if not v else v for v in _LEAVES_ON)} (on): EP auto-registration is off"]
+                f"{', '.join(v if v else repr(v) for v in _LEAVES_ON)} (on): EP auto-registration is off"]
     _accept_repeated_registration()
     # The warnings come after every registration has been tried. Under `-W error` the first warning
     # raises; suppressing it keeps the import working and the healthy plugins registered.

@@ -145,7 +145,8 @@ def ort_keeps(architectures: tuple[str, ...], cuda_configuration: Path, cmake: s
                            f"-DCMAKE_CUDA_ARCHITECTURES={ort_cuda_architectures(architectures)}", "-P", str(script)],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
     if done.returncode != 0:
-        said = [line.strip() for line in done.stderr.splitlines() if line.strip() and not line.startswith("CMake Error")]
+        said = [line.strip() for line in done.stderr.splitlines()
+                if line.strip() and not line.startswith("CMake Error")]
         return f"ONNX Runtime's CMake refuses it ({said[0][:120] if said else f'cmake exited {done.returncode}'})"
     kept = dict(re.findall(r"^(sass|ptx)=(.*)$", done.stderr, re.MULTILINE))
     sass = [str(number(a)) for a in architectures if not a.endswith("-virtual")]
@@ -154,6 +155,7 @@ def ort_keeps(architectures: tuple[str, ...], cuda_configuration: Path, cmake: s
     kept_ptx = [kept["ptx"]] if kept.get("ptx") else []
     if kept_sass == sass and kept_ptx == ptx:
         return None
-    return (f"ONNX Runtime's CMake compiles it as SASS {kept.get('sass') or 'none'} and PTX {kept.get('ptx') or 'none'}, "
+    return (f"ONNX Runtime's CMake compiles it as SASS {kept.get('sass') or 'none'} "
+            f"and PTX {kept.get('ptx') or 'none'}, "
             f"not as listed (SASS {';'.join(sass) or 'none'}, PTX {';'.join(ptx) or 'none'}): list each architecture "
             "once, and PTX for the last one only")

@@ -66,7 +66,7 @@ def unique(item: Any, *, min_length: int = 1, same: Any = str) -> Any:
 def lowest_first(architectures: list[str]) -> list[str]:
     """One platform's list, in the order ORT compiles them."""
     fail(*(((i,), f"{a!r} comes after {b!r}; list architectures from the lowest up")
-           for i, (b, a) in enumerate(zip(architectures, architectures[1:]), 1) if number(a) < number(b)))
+           for i, (b, a) in enumerate(zip(architectures, architectures[1:], strict=False), 1) if number(a) < number(b)))
     return architectures
 
 

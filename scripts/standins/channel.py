@@ -85,7 +85,9 @@ def _variant_values(job_file: Path, overrides: dict[str, str]) -> list[dict[str,
     axes: list[list[dict[str, str]]] = []
     in_zip = {k for keys in zipped for k in keys}
     for keys in zipped:
-        axes.append([dict(zip(keys, map(str, values))) for values in zip(*(lists[k] for k in keys))])
+        # not strict: an override is one value, while the keys zipped with it keep their lists
+        axes.append([dict(zip(keys, map(str, values), strict=True))
+                     for values in zip(*(lists[k] for k in keys), strict=False)])
     for key, values in lists.items():
         if key not in in_zip and isinstance(values, list) and values and not isinstance(values[0], (list, dict)):
             axes.append([{key: str(v)} for v in values])
@@ -103,7 +105,8 @@ def _variant_values(job_file: Path, overrides: dict[str, str]) -> list[dict[str,
             values["python_version"] = version.removesuffix(".*")
             values["python_nodot"] = values["python_version"].replace(".", "")
             values["python_tag"] = build.removeprefix("*_")  # cpython, cp313, cp314t
-            values["python_abi_tag"] = "cp" + values["python_nodot"] + ("t" if values["python_tag"].endswith("t") else "")
+            values["python_abi_tag"] = ("cp" + values["python_nodot"]
+                                        + ("t" if values["python_tag"].endswith("t") else ""))
             # conda-forge adds 100 to the build number of 3.13 and later's GIL builds
             values["python_build_number"] = "0" if values["python_tag"] == "cpython" else "100"
         combinations.append(values)
@@ -153,7 +156,7 @@ def standins(job_files: list[Path], extra: dict[str, str], overrides: dict[str, 
                     build += "" if facts.get("noarch") else suffix
                     local = values | {"version": version}
 
-                    def each(key: str, of: dict = facts) -> tuple[str, ...]:
+                    def each(key: str, of: dict = facts, local: dict = local, where: str = where) -> tuple[str, ...]:
                         return tuple(s for t in of.get(key, []) if (s := _fill(str(t), local, f"{where}.{key}")))
 
                     exports = facts.get("run_exports", {})
@@ -178,7 +181,8 @@ def standins(job_files: list[Path], extra: dict[str, str], overrides: dict[str, 
                     )
                     key = (standin.name, standin.version, standin.build)
                     if key in found and found[key] != standin:
-                        raise StandinError(f"{STANDINS}: {where}: two jobs give {name} {version} {build} different facts")
+                        raise StandinError(f"{STANDINS}: {where}: two jobs give {name} {version} {build} "
+                                           "different facts")
                     found[key] = standin
     return sorted(found.values(), key=lambda s: (s.name, s.version, s.build))
 

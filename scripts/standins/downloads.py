@@ -60,7 +60,7 @@ def pip_download(requirements: list[str], cache: Path, platform: Platform) -> li
         stem = f"{name.replace('-', '_')}-{version}-"
         runs_on = PLATFORMS[BUILD_PLATFORM] if name in BUILD_MACHINE_WHEELS else platform
 
-        def matching() -> list[Path]:
+        def matching(stem: str = stem, runs_on: Platform = runs_on) -> list[Path]:
             return [w for w in folder.glob("*.whl") if w.name.startswith(stem)
                     and (w.name.endswith(f"_{runs_on.machine}.whl") or w.name.endswith("-any.whl"))]
 
@@ -93,7 +93,8 @@ def unpacked_wheel(wheel: Path, cache: Path) -> Path:
 
 def _apt_root(cache: Path, suite_component: str, arch: str) -> Path:
     # this machine's architecture keeps the folder it always had
-    return cache / "apt" / (suite_component if arch == PLATFORMS[BUILD_PLATFORM].debian_arch else f"{suite_component}-{arch}")
+    return cache / "apt" / (suite_component if arch == PLATFORMS[BUILD_PLATFORM].debian_arch
+                            else f"{suite_component}-{arch}")
 
 
 def _apt_options(cache: Path, suite_component: str, arch: str) -> list[str]:

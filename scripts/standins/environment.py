@@ -141,9 +141,10 @@ def cuda_roots(cuda: str, cache: Path, platform: str = BUILD_PLATFORM) -> tuple[
         shutil.rmtree(toolkit, ignore_errors=True)
         targets = toolkit / "targets" / target.cuda_target
         (targets / "lib" / "stubs").mkdir(parents=True)
-        for requirement, wheel in zip(wanted, pip_download(wanted, cache, target)):
+        for requirement, wheel in zip(wanted, pip_download(wanted, cache, target), strict=True):
             cu13 = unpacked_wheel(wheel, cache) / "nvidia" / "cu13"
-            folders = {"bin": toolkit / "bin", "nvvm": toolkit / "nvvm", "include": targets / "include", "lib": targets / "lib"}
+            folders = {"bin": toolkit / "bin", "nvvm": toolkit / "nvvm", "include": targets / "include",
+                       "lib": targets / "lib"}
             if platform != BUILD_PLATFORM and requirement.split("==")[0] in BUILD_MACHINE_WHEELS:
                 folders = {"include": targets / "include"}
             for inside, to in folders.items():
@@ -216,8 +217,9 @@ def this_machines_roots(cache: Path, chosen: list[Standin], cuda: str | None,
                    if any(p.startswith("{site}") for p in patterns)})
     if site:
         python = tool_python(site, cache)
-        roots[BUILD_PLATFORM]["site"] = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                                       capture_output=True, text=True, check=True).stdout.strip()
+        roots[BUILD_PLATFORM]["site"] = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True).stdout.strip()
     if platform != BUILD_PLATFORM:
         cross = cross_roots(cache, platform)
         target = PLATFORMS[platform]
@@ -307,7 +309,8 @@ def debug_session(recipe_dir: Path, variants: Path, output: str, target_platform
     from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig  # noqa: PLC0415
     from rattler_build.debug import DebugSession  # noqa: PLC0415
 
-    platform = PlatformConfig(target_platform=target_platform, host_platform=target_platform, build_platform=BUILD_PLATFORM)
+    platform = PlatformConfig(target_platform=target_platform, host_platform=target_platform,
+                              build_platform=BUILD_PLATFORM)
     rendered = Stage0Recipe.from_file(recipe_dir / "recipe.yaml").render(VariantConfig.from_file(variants),
                                                                           RenderConfig(platform=platform))
     chosen = [v for v in rendered if v.recipe.to_dict()["package"]["name"] == output]
@@ -315,9 +318,12 @@ def debug_session(recipe_dir: Path, variants: Path, output: str, target_platform
         raise StandinError(f"{recipe_dir / 'recipe.yaml'}: {len(chosen)} variants of {output} for {variants}")
     said = Said()
     try:
-        return DebugSession.create(chosen[0], output_dir=output_dir, channels=[channel.as_uri()], progress_callback=said)
-    except Exception as error:  # rattler-build's errors name the step; its last messages say what failed
-        raise StandinError(f"rattler-build: {error}: " + " | ".join(" ".join(line.split()) for line in said.lines[-8:])) from None
+        return DebugSession.create(chosen[0], output_dir=output_dir, channels=[channel.as_uri()],
+                                   progress_callback=said)
+    except Exception as error:  # noqa: BLE001 - whatever rattler-build raises is told as a StandinError
+        # rattler-build's errors name the step; its last messages say what failed
+        raise StandinError(f"rattler-build: {error}: "
+                           + " | ".join(" ".join(line.split()) for line in said.lines[-8:])) from None
 
 
 class Said:
@@ -343,5 +349,6 @@ def script_environment(build_env_script: Path) -> dict[str, str]:
     """The variables the build script runs with: rattler-build's build_env.sh, the environments'
     activation included, read by the shell."""
     done = subprocess.run(["bash", "-c", f'source "{build_env_script}" >/dev/null 2>&1; env -0'],
-                          capture_output=True, check=True, env={"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/")})
+                          capture_output=True, check=True,
+                          env={"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/")})
     return dict(item.split("=", 1) for item in done.stdout.decode().split("\0") if "=" in item)

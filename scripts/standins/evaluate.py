@@ -37,4 +37,5 @@ def evaluate(feedstock: Path, output: str, cuda: str | None, python: str | None,
     for rendered in render(feedstock / "recipe" / "recipe.yaml", lists, platform, BUILD_PLATFORM):
         if rendered.name == output:
             return rendered.recipe, rendered.used_variant
-    raise StandinError(f"{feedstock / 'recipe' / 'recipe.yaml'}: {output} is not built for CUDA {cuda or 'None'} on {platform}")
+    raise StandinError(f"{feedstock / 'recipe' / 'recipe.yaml'}: {output} is not built for CUDA {cuda or 'None'} "
+                       f"on {platform}")

@@ -74,7 +74,8 @@ def render_with_solve(recipe: Path, variants: Path, channel: Path) -> list[dict]
                           capture_output=True, text=True, env=os.environ | VIRTUAL, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
         said = [line.strip() for line in done.stderr.splitlines() if line.strip()]
-        raise StandinError(f"{variants.name}: rattler-build could not resolve the recipe ({said[-1] if said else 'no output'})")
+        raise StandinError(f"{variants.name}: rattler-build could not resolve the recipe "
+                           f"({said[-1] if said else 'no output'})")
     return json.loads(done.stdout)
 
 
@@ -120,7 +121,8 @@ def _why(recipe: Path, variants: Path, channel: Path) -> str:
             specs = [str(s) for s in output.recipe.get("requirements", {}).get(section, [])]
             try:
                 solve_test(channel, specs)
-            except Exception as error:  # rattler's SolverError: it names the missing package
+            except Exception as error:  # noqa: BLE001 - rattler's errors share no base; each list is tried
+                # rattler's SolverError: it names the missing package
                 reasons.append(f"{output.name} {section}: {' '.join(str(error).split())}")
     return "; ".join(dict.fromkeys(reasons)) or "rattler's solver finds every build and host list solvable on its own"
 
@@ -153,7 +155,8 @@ def resolve_job(recipe: Path, job_file: Path, channel: Path) -> list[Output]:
             environment = Environment(f"test {number}", [*run, *wanted])
             try:
                 environment.resolved = solve_test(channel, environment.specs, constraints)
-            except Exception as error:  # rattler's SolverError and its kin: the message says what is missing
+            except Exception as error:  # noqa: BLE001 - rattler's errors share no base; each test is solved
+                # rattler's SolverError and its kin: the message says what is missing
                 environment.error = " ".join(str(error).split())
             output.environments.append(environment)
         outputs.append(output)

@@ -182,7 +182,8 @@ def from_mirror(mirror: Path, version: str, dependencies: Sequence[str] = ()) ->
     for name in needed:
         archive = sources.deps_mirror / mirror_path(_listed(listed, name, found[0])[0])
         if not archive.is_file():
-            raise SourcesUnavailable(f"{archive}: not in the mirror ({MIRROR_VARIABLE}), and deps.txt's {name} is needed")
+            raise SourcesUnavailable(f"{archive}: not in the mirror ({MIRROR_VARIABLE}), "
+                                     f"and deps.txt's {name} is needed")
         sources.archives[name] = archive
     return sources
 

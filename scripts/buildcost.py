@@ -16,6 +16,7 @@ of scripts/device/run.sh), the predicting half here (scripts/predict_build_cost.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -224,10 +225,8 @@ def measure(sample: list[Unit], entries: dict[str, dict[str, str]], scratch: Pat
         while any(p.exit is None and not p.error for p in pieces):
             if time.monotonic() >= deadline:
                 for pid in list(running):
-                    try:
+                    with contextlib.suppress(ProcessLookupError):
                         os.killpg(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
             time.sleep(1)
 
     threading.Thread(target=stop_at_deadline, daemon=True).start()
@@ -316,7 +315,8 @@ def kind_costs(pieces: list[dict]) -> dict[str, KindCost]:
             per_target.setdefault(piece["target"], []).append(piece)
         costs[kind] = KindCost(
             sum(firsts) / len(firsts),
-            {t: sum(p["cpu_s"] - (p["host_s"] if p["first"] else 0) for p in ps) / len(ps) for t, ps in per_target.items()},
+            {t: sum(p["cpu_s"] - (p["host_s"] if p["first"] else 0) for p in ps) / len(ps)
+             for t, ps in per_target.items()},
             {t: sum(p["fatbin_bytes"] for p in ps) / len(ps) for t, ps in per_target.items()},
             max(p["peak_mib"] for p in mine))
     return costs
@@ -341,7 +341,8 @@ class Prediction:
     nvcc_cpu_s: float
     host_cpu_s: float
     longest_unit_s: float
-    build_s: float  # every compile, `jobs` at a time, in the worst order (Graham): total / jobs + (1 - 1 / jobs) x the longest unit
+    # every compile, `jobs` at a time, in the worst order (Graham): total / jobs + (1 - 1 / jobs) x the longest unit
+    build_s: float
     library_bytes: float
     peak_gib: float  # the largest process of any unit
     worst_gib: float  # every job's threads at their largest process at once, the pool's with the pooled kinds'
@@ -423,7 +424,8 @@ def compression(unit: str, pieces: list[Piece], scratch: Path) -> list[dict]:
     for image in sorted(folder.glob("*.cubin")) + sorted(folder.glob("*.ptx")):
         arch = re.search(r"sm_(\d+a?)", image.name)
         if arch:
-            images.append(f"--image3=kind={'elf' if image.suffix == '.cubin' else 'ptx'},sm={arch.group(1)},file={image}")
+            kind = "elf" if image.suffix == ".cubin" else "ptx"
+            images.append(f"--image3=kind={kind},sm={arch.group(1)},file={image}")
     results = []
     for mode in COMPRESS_MODES:
         packed = folder / f"{mode}.fatbin"
@@ -450,7 +452,8 @@ def measure_main(args: list[str]) -> int:
     _, compiles = target_compiles(options.build, options.target)
     units = classify(compiles, options.source.resolve())
     sample = choose_sample(units)
-    by_source = {str(Path(e["file"]).relative_to(options.source.resolve())): e for e in compiles if e["file"].endswith(".cu")}
+    by_source = {str(Path(e["file"]).relative_to(options.source.resolve())): e
+                 for e in compiles if e["file"].endswith(".cu")}
     start = time.monotonic()
     print(f"{len(units)} nvcc units, {len(compiles) - len(units)} host compiles; sample of {len(sample)}", flush=True)
     # the code generators the sample's objects need, as the rehearsal runs them (in the build script's environment)
@@ -461,7 +464,8 @@ def measure_main(args: list[str]) -> int:
     print(f"code generators run in {prerequisites_s} s; compiling the sample", flush=True)
     scratch = options.build / "cost-pieces"
     pieces = measure(sample, by_source, scratch, options.seconds, options.jobs)
-    header = {"nvcc": subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1],
+    nvcc = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    header = {"nvcc": nvcc,
               "cores": os.cpu_count(), "jobs": options.jobs, "host_compiles": len(compiles) - len(units),
               "prerequisites_s": prerequisites_s, "compression": []}
     write_measurements(options.out, header, units, pieces)

@@ -86,13 +86,15 @@ def table(measurements: dict, graphs: dict[str, tuple[list[buildcost.Unit], int]
     costs = buildcost.kind_costs(measurements["pieces"])
     short = []
     lines = ["| CUDA | platform | GPU targets | jobs | nvcc units | nvcc CPU-h | host CPU-h | longest unit, s "
-             f"| build, h | × under {runner.hours} h | library, MB | largest process, GiB | all jobs at their peak, GiB | graph |",
+             f"| build, h | × under {runner.hours} h | library, MB | largest process, GiB "
+             "| all jobs at their peak, GiB | graph |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for version in sorted(config.cuda.versions):
         for platform in config.cuda_platforms:
             graph = platform if platform in graphs else BUILD_PLATFORM
             if graph not in graphs:
-                raise buildcost.CostError(f"no rehearsal's graph for {platform} or {BUILD_PLATFORM}: give one with --graph")
+                raise buildcost.CostError(
+                    f"no rehearsal's graph for {platform} or {BUILD_PLATFORM}: give one with --graph")
             units, host_compiles = graphs[graph]
             targets = nvcc_targets(list(config.cuda_lists.get(version, platform)))
             p = buildcost.predict(units, targets, costs, host_compiles, sizing, host)
@@ -100,8 +102,10 @@ def table(measurements: dict, graphs: dict[str, tuple[list[buildcost.Unit], int]
             if margin < MARGIN:
                 short.append(f"CUDA {version} {platform}: {p.build_s / 3600:.2f} h, under {MARGIN} x {runner.hours} h")
             if p.worst_gib > runner.free_gib:
-                short.append(f"CUDA {version} {platform}: {p.worst_gib:.0f} GiB at the jobs' peak, over {runner.free_gib}")
-            lines.append(f"| {version} | {platform} | {len(targets)} | {p.jobs} | {p.units} | {p.nvcc_cpu_s / 3600:.1f} "
+                short.append(
+                    f"CUDA {version} {platform}: {p.worst_gib:.0f} GiB at the jobs' peak, over {runner.free_gib}")
+            lines.append(f"| {version} | {platform} | {len(targets)} | {p.jobs} | {p.units} "
+                         f"| {p.nvcc_cpu_s / 3600:.1f} "
                          f"| {p.host_cpu_s / 3600:.1f} | {p.longest_unit_s:.0f} | {p.build_s / 3600:.2f} "
                          f"| {margin:.2f} | {p.library_bytes / 1e6:.0f} | {p.peak_gib:.1f} "
                          f"| {p.worst_gib:.0f} of {runner.free_gib} | {graph} |")
@@ -113,7 +117,8 @@ def kinds_table(measurements: dict, units: list[buildcost.Unit]) -> str:
     costs = buildcost.kind_costs(measurements["pieces"])
     buildcost.check_measured(units, costs)
     whole = {p["unit"] for p in measurements["pieces"]} - {p["unit"] for p in measurements["pieces"] if p["exit"] != 0}
-    lines = ["| kind | units in the graph | measured whole | CPU-s per unit | largest process, GiB | fatbin per unit, kB |",
+    lines = ["| kind | units in the graph | measured whole | CPU-s per unit | largest process, GiB "
+             "| fatbin per unit, kB |",
              "|---|---|---|---|---|---|"]
     for kind, _ in buildcost.KINDS:
         members = [u for u in units if u.kind == kind]

@@ -22,7 +22,8 @@ from support.wheels import unpacked_wheel
 
 # NVIDIA's wheels that together make a toolkit nvcc compiles with: each unpacks to nvidia/cu13/{bin,include,lib,nvvm}.
 # nvvm and crt come with nvcc, at its release
-TOOLKIT_WHEELS = [*(f"{name}=={NVCC_RELEASES['13.0']}" for name in ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt")),
+TOOLKIT_WHEELS = [*(f"{name}=={NVCC_RELEASES['13.0']}"
+                    for name in ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt")),
                   "nvidia-cuda-runtime==13.0.96"]
 TARGETS = ["sm_75", "sm_90a", "compute_121"]  # two SASS targets and one PTX, as the recipe's list mixes them
 GOOD = """
@@ -166,7 +167,8 @@ def made_by(scratch: Path, piece: buildcost.Piece, suffix: str) -> Path:
     """The file of `suffix` that the piece left in the scratch folder."""
     output = buildcost.piece_file(scratch, piece)
     found = output if output.name.endswith(suffix) else output.with_suffix(suffix)
-    assert found.is_file(), f"{piece.unit} {piece.target}: no {found.name} in {sorted(f.name for f in scratch.iterdir())}"
+    present = sorted(f.name for f in scratch.iterdir())
+    assert found.is_file(), f"{piece.unit} {piece.target}: no {found.name} in {present}"
     return found
 
 
@@ -271,7 +273,8 @@ def test_two_units_of_one_file_name_keep_their_own_files(nvcc: Path, gcc: str, t
         source.write_text(body)
         compiles.append(entry(build, source, onnxruntime_command(str(nvcc), gcc, str(source), ["sm_75"])))
     units = buildcost.classify(compiles, root)
-    pieces = buildcost.measure(units, {u.source: c for u, c in zip(units, compiles)}, tmp_path / "scratch", 300, 2)
+    by_source = {u.source: c for u, c in zip(units, compiles, strict=True)}
+    pieces = buildcost.measure(units, by_source, tmp_path / "scratch", 300, 2)
     files = [buildcost.piece_file(tmp_path / "scratch", p) for p in pieces]
     assert [p.exit for p in pieces] == [0, 0] and len(set(files)) == 2 and all(f.is_file() for f in files)
 
@@ -308,7 +311,8 @@ def test_a_unit_costs_its_host_part_once_and_each_target_its_own(recorded) -> No
     two, _ = buildcost.unit_cost(cost, ["sm_80", "sm_90a"])
     assert one == pytest.approx(cost.host_s + cost.target_s["sm_80"])
     assert two - one == pytest.approx(cost.target_s["sm_90a"])
-    assert buildcost.unit_cost(costs["core providers"], ["sm_70"]) == buildcost.unit_cost(costs["core providers"], ["sm_75"])
+    core = costs["core providers"]
+    assert buildcost.unit_cost(core, ["sm_70"]) == buildcost.unit_cost(core, ["sm_75"])
     assert buildcost.unit_cost(cost, ["compute_90"]) == buildcost.unit_cost(cost, ["compute_121"])
 
 
@@ -402,7 +406,8 @@ def test_a_kind_without_a_measurement_stops_the_prediction(recorded) -> None:
         buildcost.predict(units, graph, partial, 0, buildcost.Sizing(16, 60, 8, 1, 7, 2), HOST)
 
 
-def test_the_command_tables_every_cuda_job_and_fails_on_the_ones_too_close_to_the_limit(recorded, tmp_path: Path) -> None:
+def test_the_command_tables_every_cuda_job_and_fails_on_the_ones_too_close_to_the_limit(
+        recorded, tmp_path: Path) -> None:
     """predict_build_cost.py prints one row per CUDA job of the config, names each job whose build is
     predicted under 1.5 x the runner's limit, and exits 1 exactly when there is one; a file that is not
     a measurement file gets exit 2 and its name."""

@@ -304,8 +304,8 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
         linux_64_list(lambda a: [*a, "999"]),
         arch_error(len(LINUX_64), "999", f": CUDA {CUDA}'s nvcc does not compile for it (it accepts {ACCEPTED})")),
     "a CUDA version no pinning has": (
-        lambda t: t.replace(f'    "{CUDA}":\n', '    "12.7":\n      architectures: {linux-64: [80-real], linux-aarch64: '
-                                                 f'[80-real], win-64: [80-real]}}\n    "{CUDA}":\n'),
+        lambda t: t.replace(f'    "{CUDA}":\n', '    "12.7":\n      architectures: {linux-64: [80-real], '
+                                                 f'linux-aarch64: [80-real], win-64: [80-real]}}\n    "{CUDA}":\n'),
         "cuda.versions.\"12.7\": '12.7' is not a CUDA release whose nvcc this feedstock knows (known: "
         f"{', '.join(NVCC_ARCHITECTURES)}); a new one needs its row in NVCC_ARCHITECTURES "
         "(scripts/feedstock/architectures.py)"),
@@ -369,7 +369,8 @@ def test_every_problem_of_a_config_is_reported_in_one_run(feedstock: Path) -> No
     result = render(feedstock)
     assert result.returncode == 2
     assert sorted(result.stderr.splitlines()) == sorted(
-        CONFIG_ERROR + BAD_CONFIGS[case][1] for case in ("wrong type", "unknown cudnn mode", "patch file that does not exist"))
+        CONFIG_ERROR + BAD_CONFIGS[case][1]
+        for case in ("wrong type", "unknown cudnn mode", "patch file that does not exist"))
 
 
 def test_problems_of_the_config_and_of_the_recipe_are_reported_together(feedstock: Path) -> None:
@@ -499,7 +500,8 @@ def test_a_job_file_without_its_platform_is_named_and_nothing_is_written(feedsto
 
 def test_a_job_file_with_two_platforms_is_named_and_nothing_is_written(feedstock: Path) -> None:
     job = feedstock / OSX_CPU_JOB
-    job.write_text(job.read_text().replace("target_platform:\n- osx-arm64\n", "target_platform:\n- osx-arm64\n- osx-64\n"))
+    job.write_text(job.read_text().replace("target_platform:\n- osx-arm64\n",
+                                           "target_platform:\n- osx-arm64\n- osx-64\n"))
     before = snapshot(feedstock)
     result = render(feedstock)
     assert (result.returncode, result.stderr) == (
@@ -519,7 +521,8 @@ def test_a_renamed_plugin_package_reaches_the_recipe_the_manifests_and_the_helpe
     assert plugin["package"]["name"] == new and plugin["build"]["script"]["env"]["PLUGIN_MANIFEST"] == f"{new}.json"
     assert old not in recipe.replace(new, "")
     assert sorted(p.name for p in (feedstock / "recipe" / "ep-plugins").rglob("*.json")) == [f"{new}.json"] * 2
-    ask = "import onnxruntime_ep_cuda as ep\ntry:\n    ep.get_ep_name()\nexcept ep.PluginNotInstalledError as e:\n    print(e)"
+    ask = ("import onnxruntime_ep_cuda as ep\n"
+           "try:\n    ep.get_ep_name()\nexcept ep.PluginNotInstalledError as e:\n    print(e)")
     helper = subprocess.run([sys.executable, "-c", ask], cwd=feedstock / "recipe" / "python",
                             capture_output=True, text=True, check=True)
     assert helper.stdout.rstrip().endswith(f"install it with `conda install {new}`")

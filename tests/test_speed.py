@@ -70,8 +70,9 @@ def test_each_model_runs_at_each_batch_in_its_own_core_and_the_table_gives_the_r
             assert 0 < case["median_ms"] <= case["p90_ms"] and case["create_s"] > 0
             assert case["peak_gpu_mib"] is None  # no nvidia-smi here
     table = subprocess.run([sys.executable, str(SPEED), "table", "--plugin", str(tmp_path / "floor.json"),
-                            "--other", str(tmp_path / "newest.json")], capture_output=True, text=True, check=True).stdout
-    for floor, newest in zip(results["floor"]["cases"], results["newest"]["cases"]):
+                            "--other", str(tmp_path / "newest.json")],
+                           capture_output=True, text=True, check=True).stdout
+    for floor, newest in zip(results["floor"]["cases"], results["newest"]["cases"], strict=True):
         ratio = f"{newest['median_ms'] / floor['median_ms']:.3f}"
         assert f"| tiny | {floor['batch']} | {floor['median_ms']} / {floor['p90_ms']} | " \
                f"{newest['median_ms']} / {newest['p90_ms']} | {ratio} |" in table, table
@@ -102,9 +103,10 @@ def test_the_table_takes_each_cases_median_over_a_sides_rounds(cores: dict[str, 
         done = measure(cores["newest"], "newest", models, out, "--ep", "CPUExecutionProvider", "--batches", "1")
         assert done.returncode == 0, done.stderr
         rounds.append(json.loads(out.read_text())["cases"][0])
-    table = subprocess.run([sys.executable, str(SPEED), "table", "--plugin", *(str(tmp_path / f"newest-{n}.json")
-                                                                                 for n in range(3)),
-                            "--other", str(tmp_path / "newest-0.json")], capture_output=True, text=True, check=True).stdout
+    plugin = [str(tmp_path / f"newest-{n}.json") for n in range(3)]
+    table = subprocess.run([sys.executable, str(SPEED), "table", "--plugin", *plugin,
+                            "--other", str(tmp_path / "newest-0.json")],
+                           capture_output=True, text=True, check=True).stdout
     median = sorted(r["median_ms"] for r in rounds)[1]
     p90 = sorted(r["p90_ms"] for r in rounds)[1]
     first = rounds[0]
@@ -132,7 +134,8 @@ def test_the_table_says_when_the_other_build_ran_other_operators_on_the_ep() -> 
     def result(label: str, operators: list[dict]) -> dict:
         return {"label": label, "ep": "E", "cases": [
             {"model": "m", "batch": batch, "median_ms": 1.0, "p90_ms": 1.0, "create_s": 0.1, "peak_gpu_mib": None,
-             "operators": {"E": ops, "CPUExecutionProvider": {"Shape": 2}}} for batch, ops in zip((1, 8), operators)]}
+             "operators": {"E": ops, "CPUExecutionProvider": {"Shape": 2}}}
+            for batch, ops in zip((1, 8), operators, strict=True)]}
 
     fused = {"com.microsoft:SkipLayerNormalization": 2, "MatMul": 4}
     plugin = result("plugin", [fused, fused])
@@ -154,8 +157,8 @@ def test_the_chain_model_is_one_add_per_node_and_the_profiles_give_each_operator
     assert made.returncode == 0, made.stderr
     assert run(cores["newest"], "-c", MODEL, str(models / "tiny.onnx")).returncode == 0
     for label, python in cores.items():
-        done = measure(python, label, models, tmp_path / f"{label}.json", "--ep", "CPUExecutionProvider", "--batches", "1",
-                       "--profile")
+        done = measure(python, label, models, tmp_path / f"{label}.json", "--ep", "CPUExecutionProvider",
+                       "--batches", "1", "--profile")
         assert done.returncode == 0, done.stdout + done.stderr
     results = {label: {c["model"]: c for c in json.loads((tmp_path / f"{label}.json").read_text())["cases"]}
                for label in cores}
@@ -167,5 +170,5 @@ def test_the_chain_model_is_one_add_per_node_and_the_profiles_give_each_operator
                             str(tmp_path / "newest.json"), "--profiles", str(tmp_path / "floor.json"),
                             str(tmp_path / "newest.json")], capture_output=True, text=True, check=True).stdout
     mine, theirs = results["floor"]["chain"]["operator_us"]["Add"], results["newest"]["chain"]["operator_us"]["Add"]
-    assert f"| chain | 1 | Add | {speed.CHAIN_NODES} | {mine} | {theirs} | {(theirs - mine) * speed.CHAIN_NODES:.0f} |" \
-        in table, table
+    extra = (theirs - mine) * speed.CHAIN_NODES
+    assert f"| chain | 1 | Add | {speed.CHAIN_NODES} | {mine} | {theirs} | {extra:.0f} |" in table, table

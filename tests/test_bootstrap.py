@@ -18,6 +18,9 @@ import pytest
 import bootstrap
 from bootstrap import UNFINISHED, PipFailed, cached_venv, pip_install
 
+# each test makes virtual environments with pip, for a minute and a half of CPU in all
+pytestmark = pytest.mark.slow
+
 ENTRY_POINT = """\
 import importlib.metadata, sys
 from pathlib import Path
@@ -34,7 +37,7 @@ def wheel(folder: Path, version: str) -> Path:
     files = {
         "demo.py": f"VERSION = {version!r}\n",
         f"{info}/METADATA": f"Metadata-Version: 2.1\nName: demo\nVersion: {version}\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test_cached_venv\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test_bootstrap\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in [*files, f"{info}/RECORD"])
     folder.mkdir(parents=True, exist_ok=True)

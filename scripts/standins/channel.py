@@ -8,7 +8,7 @@ is built by rattler-build itself, from a small recipe made from the entry.
 What goes in a package decides what the channel can do:
 - no contents (`build_channel(chosen, channel)`): the packages carry their metadata alone. Enough for
   rattler-build's solver to resolve every job's requirements, which is what CI checks on every commit
-  (scripts/resolve.py, tests/test_channel.py);
+  (scripts/resolve.py, tests/test_resolve.py);
 - the GPU machine's own files (`build_channel(chosen, channel, roots)`: the entries' `machine` files and
   `conda` keys `files`, `links` and `activation`): the machine's CUDA toolkit, cuDNN, compilers and
   Python, laid out where conda's packages put them, so that rattler-build can build the plugin from

@@ -1,6 +1,7 @@
 """Names vulture cannot see being used, each with where the use is.
 
-vulture reads this file as code: every bare name below counts as used.
+vulture reads this file as code: every bare name below counts as used. tests/test_dead_code.py also reads the
+feedstock's code without the tests, so a name only a test uses is listed here too, with what else reads it.
 """
 
 # pytest reads a module's `pytestmark` to apply its marks to every test there.
@@ -17,6 +18,7 @@ reload_warnings  # noqa: B018
 registration  # noqa: B018
 
 # Config fields read only by scripts/feedstock/templates/recipe.yaml.j2 (`config.<section>.<name>`).
+maintainers  # noqa: B018
 about  # noqa: B018
 homepage  # noqa: B018
 repository  # noqa: B018
@@ -45,6 +47,7 @@ kwargs  # noqa: B018
 
 # Fields of scripts/rehearsal.py's Report, written to report.json (dataclasses.asdict) and read
 # back from that file by tests/test_rehearsal.py and by whoever reads the report.
+link_line  # noqa: B018
 standins  # noqa: B018
 fetched_dependencies  # noqa: B018
 patched_sources  # noqa: B018
@@ -71,3 +74,18 @@ profile_file_prefix  # noqa: B018
 # onnxruntime's IOBinding hands its devices to the object in `_iobinding`, which recipe/test_python_cpu.py replaces
 # with a recorder.
 _iobinding  # noqa: B018
+
+# Fields of scripts/buildcost.py's Piece, written to measurements.json (dataclasses.asdict) and read back from
+# that file by key (buildcost.py's per-target costs, predict_build_cost.py).
+cpu_s  # noqa: B018
+wall_s  # noqa: B018
+device_s  # noqa: B018
+fatbin_bytes  # noqa: B018
+
+# What scripts/rattler_render.py's Rendered says of a variant besides its recipe: the build string rattler-build
+# gives it, by which tests/test_cuda_arch.py tells one job's variants apart.
+build_string  # noqa: B018
+
+# scripts/feedstock/ci_support.py's way to the newest CUDA job's file, beside job_file, for the tests that render
+# or solve that job as the rehearsal and the GPU run build it (tests/test_device_run.py, tests/test_channel.py).
+newest_cuda_job_file  # noqa: B018

@@ -1,9 +1,10 @@
-"""The GPU run's pieces that run here: scripts/device/pack.py's bundles, run.sh's staging, argument
-handling and time-limited steps, and checks.py's report. The build and the GPU steps run only on the
-GPU machine (README.md, "Building the plugin package on a GPU")."""
+"""The GPU run's pieces that run here: scripts/device/pack.py's plan and bundles, run.sh's staging, argument
+handling and time-limited steps, package.py's operator suite command, and report.py's report. The build and
+the GPU steps run only on the GPU machine (README.md, "Building the plugin package on a GPU")."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -22,9 +23,12 @@ from conftest import FLOOR_CORE_VERSION, REPO
 
 DEVICE = REPO / "scripts" / "device"
 sys.path.insert(0, str(DEVICE))
-import checks  # noqa: E402
 import pack  # noqa: E402
 import package  # noqa: E402
+import pieces  # noqa: E402
+import plan as plans  # noqa: E402
+import report  # noqa: E402
+import steps  # noqa: E402
 from feedstock.ci_support import job_file, newest_cuda_job_file  # noqa: E402
 from feedstock.inputs import load_bot_fields  # noqa: E402
 from rattler_render import render  # noqa: E402
@@ -37,6 +41,7 @@ from standins.downloads import BUILD_PLATFORM  # noqa: E402
 from standins.sources import MIRROR_TREE_PATCHES, mirror_folder  # noqa: E402
 from support import upstream_source  # noqa: E402
 from support.pyenvs import core_env, run  # noqa: E402
+from test_build_scripts import shellcheck  # noqa: E402
 
 
 def run_sh(top: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -45,7 +50,7 @@ def run_sh(top: Path, *args: str, timeout: float = 60) -> subprocess.CompletedPr
                           stdin=subprocess.DEVNULL, timeout=timeout)
 
 
-def steps(top: Path) -> list[list[str]]:
+def ended_steps(top: Path) -> list[list[str]]:
     return [row.split("\t") for row in (top / "results" / "steps.tsv").read_text().splitlines()]
 
 
@@ -55,7 +60,7 @@ def mirror_with_sources() -> Path:
     if mirror is None:
         pytest.skip("no mirror folder (ORT_SOURCE_MIRROR, else ../shared/upstream): the bundles carry its files")
     try:
-        pack.mirrored(mirror, pack.build_plan(REPO)["version"], "package")
+        pack.mirrored(mirror, pack.build_plan(REPO).version, trees=True)
     except pack.PackError as reason:
         pytest.skip(str(reason))
     return mirror
@@ -89,18 +94,18 @@ def test_each_bundle_fits_one_transfer_beside_the_checkout(bundles: Path) -> Non
 
 @pytest.mark.network
 def test_every_input_the_plan_names_is_in_exactly_one_bundle(bundles: Path) -> None:
-    plan = json.loads((bundles / "bundle-1" / "plan.json").read_text())
+    plan = plans.load(bundles / "bundle-1" / "plan.json")
     carried = [name for files in bundle_files(bundles).values() for name in files if name != "plan.json"]
-    assert sorted(carried) == plan["inputs"]
-    assert plan["bundles"] == sorted(bundle_files(bundles))
+    assert sorted(carried) == list(plan.inputs)
+    assert list(plan.bundles) == sorted(bundle_files(bundles))
 
 
 @pytest.mark.network
 def test_the_plan_carries_the_floor_and_the_newest_core_and_the_tools_for_rattler_build(bundles: Path) -> None:
-    plan = json.loads((bundles / "bundle-1" / "plan.json").read_text())
-    assert plan["cores"] == {"floor": FLOOR_CORE_VERSION, "newest": pack.NEWEST_CORE}
-    wheels = [name.removeprefix("wheels/") for name in plan["inputs"] if name.startswith("wheels/")]
-    assert {w.split("-")[1] for w in wheels if w.startswith("onnxruntime-")} == set(plan["cores"].values())
+    plan = plans.load(bundles / "bundle-1" / "plan.json")
+    assert plan.cores == plans.Cores(FLOOR_CORE_VERSION, pack.NEWEST_CORE)
+    wheels = [name.removeprefix("wheels/") for name in plan.inputs if name.startswith("wheels/")]
+    assert {w.split("-")[1] for w in wheels if w.startswith("onnxruntime-")} == {FLOOR_CORE_VERSION, pack.NEWEST_CORE}
     # the same versions as this machine's tests use, under the wheel's file name (dashes become underscores)
     for tool in pack.TOOLS:
         name, version = tool.split("==")
@@ -108,12 +113,36 @@ def test_the_plan_carries_the_floor_and_the_newest_core_and_the_tools_for_rattle
 
 
 @pytest.mark.network
+def test_the_plan_carries_the_operator_suite_its_tools_and_the_tarball_it_is_in(bundles: Path, tmp_path: Path) -> None:
+    """The package run takes upstream's operator suite from the source tarball the bundles carry, by the path
+    the plan names, and runs it with the pytest the plan names, which case_log.py's hooks need."""
+    plan = plans.load(bundles / "bundle-1" / "plan.json")
+    suite = plan.operator_suite
+    tools = [Path(tool).name for tool in suite.tools]
+    for tool in pack.SUITE_TOOLS:
+        name, version = tool.split("==")
+        assert [w for w in tools if w.startswith(f"{name.replace('-', '_')}-{version}-")], (tool, tools)
+    assert set(suite.tools) <= set(plan.inputs)
+    stage = tmp_path / "stage"
+    for folder in bundles.iterdir():
+        shutil.copytree(folder, stage, dirs_exist_ok=True)
+    steps.unpack(stage, tmp_path / "suite", str(Path(suite.path).parent))
+    unpacked = tmp_path / "suite" / suite.path
+    # the suite's folder, with the helper the suite imports, alone: the rest of the tree stays packed
+    assert {"cuda_plugin_ep_helper.py", "test_cuda_plugin_ep.py"} <= {p.name for p in unpacked.parent.iterdir()}
+    assert {p.parent for p in (tmp_path / "suite").rglob("*") if p.is_file()} <= {*unpacked.parent.rglob("*"),
+                                                                                   unpacked.parent}
+    assert "ORT_TEST_CUDA_PLUGIN_NO_CUDNN" in unpacked.read_text()
+    assert report.contrib_cases(unpacked), "no case of the suite builds a com.microsoft node"
+
+
+@pytest.mark.network
 def test_the_plan_carries_the_build_environment_rattler_build_renders(bundles: Path) -> None:
-    plan = json.loads((bundles / "bundle-1" / "plan.json").read_text())
+    plan = plans.load(bundles / "bundle-1" / "plan.json")
     # what build_ep_cuda.py reads from its environment beyond rattler-build's own variables
     assert {"CUDA_ARCHITECTURES", "ORT_MIN_CORE_VERSION", "PLUGIN_INSTALL_PATH", "PLUGIN_MANIFEST", "PLUGIN_MANIFEST_DIR",
-            "NVCC_THREADS", "NVCC_GB_PER_THREAD", "CUDA_BUILD_JOBS", "SM90_TMA_JOBS"} <= set(plan["script_env"])
-    assert plan["script_env"]["ORT_MIN_CORE_VERSION"] == FLOOR_CORE_VERSION
+            "NVCC_THREADS", "NVCC_GB_PER_THREAD", "CUDA_BUILD_JOBS", "SM90_TMA_JOBS"} <= set(plan.script_env)
+    assert plan.script_env["ORT_MIN_CORE_VERSION"] == FLOOR_CORE_VERSION
 
 
 @pytest.mark.network
@@ -126,16 +155,16 @@ def test_a_cost_run_carries_what_rattler_build_configures_with_and_keeps_the_rec
                              "--dest", str(tmp_path)], capture_output=True, text=True, stdin=subprocess.DEVNULL,
                             timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
-    plan = json.loads((tmp_path / "bundle-1" / "plan.json").read_text())
-    assert (plan["purpose"], plan["overrides"]["env"], plan["overrides"]["cmake"]) == ("cost", [], [])
+    plan = plans.load(tmp_path / "bundle-1" / "plan.json")
+    assert (plan.purpose, plan.overrides.env, plan.overrides.cmake, plan.operator_suite) == ("cost", (), (), None)
     # the recipe's own list and floor for the newest CUDA job, which it has not for the machine's CUDA 13.0
-    context = {name: value for name, value, _ in plan["overrides"]["context"]}
-    assert context["cuda_architectures"] == plan["script_env"]["CUDA_ARCHITECTURES"] == \
-        pack.build_plan(REPO)["script_env"]["CUDA_ARCHITECTURES"]
-    recipe, _ = evaluate(REPO, package.PLUGIN, plan["cuda"], None)
+    context = {name: value for name, value, _ in plan.overrides.context}
+    assert context["cuda_architectures"] == plan.script_env["CUDA_ARCHITECTURES"] == \
+        pack.build_plan(REPO).script_env["CUDA_ARCHITECTURES"]
+    recipe, _ = evaluate(REPO, steps.PLUGIN, plan.jobs[0].cuda, None)
     assert f"__cuda_arch >={context['cuda_arch_floor']}" in recipe["requirements"]["run_constraints"]
     carried = [name for files in bundle_files(tmp_path).values() for name in files if name != "plan.json"]
-    assert sorted(carried) == plan["inputs"]
+    assert sorted(carried) == list(plan.inputs)
     assert [n for n in carried if n.startswith("wheels/py_rattler_build-")], carried
 
 
@@ -162,29 +191,136 @@ def test_new_bundles_replace_the_old_ones_and_leave_the_rest_of_the_folder(tmp_p
     (dest / "kept").mkdir(parents=True)
     (dest / "kept" / "package.conda").write_bytes(b"kept")
     first = {name: inputs / name for name in ("a", "b", "c")}
-    pack.write(dest, pack.bundles(first, limit=5), {"purpose": "package"})
+    pack.write(dest, pack.bundles(first, limit=5), pack.build_plan(REPO))
     assert sorted(p.name for p in dest.iterdir()) == ["bundle-1", "bundle-2", "bundle-3", "kept"]
     second = {"a": inputs / "a"}
-    pack.write(dest, pack.bundles(second, limit=5), {"purpose": "package"})
+    pack.write(dest, pack.bundles(second, limit=5), pack.build_plan(REPO))
     assert sorted(p.name for p in dest.iterdir()) == ["bundle-1", "kept"]
-    assert json.loads((dest / "bundle-1" / "plan.json").read_text())["inputs"] == ["a"]
+    assert plans.load(dest / "bundle-1" / "plan.json").inputs == ("a",)
     assert (dest / "kept" / "package.conda").read_bytes() == b"kept"
+
+
+@pytest.mark.parametrize("purpose", ["package", "cost", "cpu", "speed"])
+def test_the_plan_pack_writes_is_the_plan_the_gpu_machine_loads(tmp_path: Path, purpose: str) -> None:
+    written = pack.build_plan(REPO, purpose, package="packages/plugin.conda", core="packages/core.conda")
+    written.write(tmp_path / "plan.json")
+    assert plans.load(tmp_path / "plan.json") == written
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda plan: plan | {"purpose": "tests"}, "plan.json.purpose: 'tests' is none of package, cost, cpu, speed"),
+    (lambda plan: {k: v for k, v in plan.items() if k != "jobs"}, "missing 1 required positional argument: 'jobs'"),
+    (lambda plan: plan | {"cuda": "13.4"}, "plan.json: no such field cuda in Plan"),
+    (lambda plan: plan | {"overrides": {"env": [["CUDA_BUILD_JOBS", "16"]]}},
+     "plan.json.overrides.env[0]: 2 values, not 3 (name, value, reason)"),
+    (lambda plan: plan | {"outputs": "onnxruntime-ep-cuda"}, "plan.json.outputs: 'onnxruntime-ep-cuda' is not tuple"),
+], ids=["purpose", "missing", "unknown", "reasonless", "outputs"])
+def test_a_plan_that_is_not_one_is_refused_saying_where(tmp_path: Path, change, message: str) -> None:
+    pack.build_plan(REPO).write(tmp_path / "plan.json")
+    broken = change(json.loads((tmp_path / "plan.json").read_text()))
+    (tmp_path / "plan.json").write_text(json.dumps(broken))
+    with pytest.raises(plans.PlanError) as refused:
+        plans.load(tmp_path / "plan.json")
+    assert message in str(refused.value)
+    said = subprocess.run([sys.executable, str(DEVICE / "plan.py"), str(tmp_path / "plan.json"), "purpose"],
+                          capture_output=True, text=True)
+    assert said.returncode == 2 and message in said.stderr
+
+
+def test_every_command_line_of_the_gpu_run_is_one_it_runs_or_the_readme_gives() -> None:
+    """A script of scripts/device that neither run.sh, package.py nor README.md runs is dead, though the code its
+    own command line calls looks alive."""
+    runners = "".join((DEVICE / name).read_text() for name in ("run.sh", "package.py", "steps.py"))
+    runners += (REPO / "README.md").read_text()
+    scripts = [path.name for path in DEVICE.glob("*.py") if 'if __name__ == "__main__":' in path.read_text()]
+    assert "plan.py" in scripts and "report.py" in scripts
+    assert [name for name in scripts if name not in runners] == []
+
+
+def test_run_sh_asks_the_plan_through_its_command_line(tmp_path: Path) -> None:
+    """What run.sh asks the plan (plan.py's commands), answered from the plan pack.py writes."""
+    written = pack.build_plan(REPO, "cost")
+    written.write(tmp_path / "plan.json")
+    asked = set(re.findall(r"plan_says ([\w-]+)", (DEVICE / "run.sh").read_text()))
+    assert asked == set(plans.ANSWERS), "a command of plan.py that run.sh does not use, or one it lacks"
+    answers = {question: subprocess.run([sys.executable, str(DEVICE / "plan.py"), str(tmp_path / "plan.json"),
+                                         question], capture_output=True, text=True, check=True).stdout
+               for question in asked}
+    assert answers == {"purpose": "cost\n", "build-dir": written.script_env["ORT_BUILD_DIR"] + "\n", "inputs": ""}
+
+
+def test_the_package_run_plans_the_operator_suite_with_each_core_and_once_without_cudnn() -> None:
+    """Upstream's suite runs with the floor core and the newest from PyPI, the newest with cuDNN hidden, and this
+    feedstock's own onnxruntime where the run carries one (pack.py --core)."""
+    runs = {run.name: run for run in pack.build_plan(REPO).operator_suite.runs}
+    assert runs == {
+        f"operators-{FLOOR_CORE_VERSION}": plans.SuiteRun(f"operators-{FLOOR_CORE_VERSION}", FLOOR_CORE_VERSION),
+        f"operators-{pack.NEWEST_CORE}": plans.SuiteRun(f"operators-{pack.NEWEST_CORE}", pack.NEWEST_CORE),
+        f"operators-without-cudnn-{pack.NEWEST_CORE}": plans.SuiteRun(f"operators-without-cudnn-{pack.NEWEST_CORE}",
+                                                                      pack.NEWEST_CORE, cudnn=False)}
+    with_core = pack.build_plan(REPO, core="packages/onnxruntime.conda")
+    version = load_bot_fields(REPO).version
+    feedstock = plans.SuiteRun(f"operators-feedstock-{version}", version, feedstock_core=True)
+    assert feedstock in with_core.operator_suite.runs
+    assert with_core.core == "packages/onnxruntime.conda" and len(with_core.operator_suite.runs) == 4
+    # the package run's cores are the stand-in channel's: a suite's core is one of them, or the feedstock's own
+    assert {run.core for run in with_core.operator_suite.runs} == {*dataclasses.astuple(with_core.cores), version}
+
 
 def test_a_file_cut_into_pieces_for_the_transfers_is_put_together_again_as_it_was(tmp_path: Path) -> None:
     """pack.py --speed carries onnxruntime-gpu's wheel, larger than one call carries, in pieces that fit
     the bundles; package.py puts them together on the GPU machine."""
     whole = REPO / "recipe" / "recipe.yaml"
-    cut = pack.pieces(whole, tmp_path / "compare", limit=4096)
-    assert len(cut) == -(-whole.stat().st_size // 4096) > 2
-    assert all(piece.stat().st_size <= 4096 for piece in cut.values())
-    packed = pack.bundles(cut, limit=4096)
+    cut = pieces.cut(whole, tmp_path / "compare", limit=4096)
+    assert len(cut) - 1 == -(-whole.stat().st_size // 4096) > 2
+    assert all(piece.stat().st_size <= 4096 for piece in cut)
+    packed = pack.bundles({f"compare/{piece.name}": piece for piece in cut}, limit=4096)
     stage = tmp_path / "stage"
     for bundle in packed:
         for name, path in bundle.items():
             (stage / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, stage / name)
-    (joined,) = package.joined(stage / "compare", tmp_path / "work")
+    (joined,) = pieces.join(stage / "compare", tmp_path / "work")
     assert joined.name == whole.name and joined.read_bytes() == whole.read_bytes()
+
+
+def test_pieces_put_together_wrong_are_refused(tmp_path: Path) -> None:
+    whole = REPO / "recipe" / "recipe.yaml"
+    cut = pieces.cut(whole, tmp_path / "pieces", limit=4096)
+    cut[1].write_bytes(cut[1].read_bytes()[:-1])
+    with pytest.raises(pieces.PiecesError, match=f"{whole.name}: its {len(cut) - 1} pieces put together differ"):
+        pieces.join(tmp_path / "pieces", tmp_path / "whole")
+    cut[1].unlink()  # a piece lost on the way
+    result = subprocess.run([sys.executable, str(DEVICE / "pieces.py"), "join", str(tmp_path / "pieces"),
+                             str(tmp_path / "whole")], capture_output=True, text=True)
+    assert result.returncode == 1 and "differ from the file cut" in result.stderr
+
+
+def test_wait_returns_the_built_package_in_pieces_that_the_readmes_command_joins(tmp_path: Path) -> None:
+    """run.sh's `wait` cuts each built package into pieces a call brings back (16 MiB a file); README.md's
+    command puts them together here."""
+    top = tmp_path / "run"
+    (top / "stage").mkdir(parents=True)
+    pack.build_plan(REPO).write(top / "stage" / "plan.json")
+    (top / "results").mkdir()
+    (top / "results" / "done").touch()
+    built = top / "work" / "output" / "linux-64" / "onnxruntime-ep-cuda-1.30.0-cuda13_0.conda"
+    built.parent.mkdir(parents=True)
+    built.write_bytes(os.urandom(17 * 1024 * 1024))
+    (top / "out").mkdir()
+    result = run_sh(top, "wait", "0")
+    assert result.returncode == 0, result.stdout + result.stderr
+    returned = sorted(p.name for p in (top / "out").iterdir())
+    assert [p for p in returned if p.startswith(built.name)] == [
+        f"{built.name}.part-000", f"{built.name}.part-001", f"{built.name}.sha256"]
+    assert all((top / "out" / p).stat().st_size <= 16 * 1024 * 1024 for p in returned)
+    readme = (REPO / "README.md").read_text()
+    joining = re.search(r"`python3 scripts/device/pieces\.py join (\S+) (\S+)`", readme)
+    assert joining, "README.md gives no command that joins the pieces"
+    joined = subprocess.run([sys.executable, str(DEVICE / "pieces.py"), "join", str(top / "out"),
+                             str(tmp_path / "here")], capture_output=True, text=True)
+    assert joined.returncode == 0, joined.stderr
+    assert (tmp_path / "here" / built.name).read_bytes() == built.read_bytes()
 
 
 def test_a_file_larger_than_one_transfer_is_refused_by_name(tmp_path: Path) -> None:
@@ -202,30 +338,31 @@ def test_the_device_copy_of_the_recipe_carries_each_override_and_renders_for_the
     plugin from it for the machine's CUDA (13.0, which the committed recipe skips), with each override in
     place, the source from the machine's tree, and each CMake override in the toolchain file its env names.
     The speed comparison builds the plugin with its own overrides."""
-    plan = pack.build_plan(REPO, purpose) | {"device_cuda": "13.0"}
-    assert plan["purpose"] == purpose and plan["overrides"] == overrides
+    plan = pack.build_plan(REPO, purpose)
+    assert plan.purpose == purpose and plan.overrides == overrides
     src, mirror = tmp_path / "src", tmp_path / "mirror"
-    recipe_dir, diff = package.device_recipe(plan, tmp_path, src, mirror, configure_only=False)
+    recipe_dir, diff = steps.device_recipe(plan, tmp_path, src, mirror, configure_only=False, cuda="13.0")
     job = newest_cuda_job_file(REPO, "linux-64")
     lists = read_yaml(job) | {"cuda_compiler_version": ["13.0"], "python": ["3.12.* *_cpython"]}
     for key in ("channel_sources", "channel_targets"):
         lists.pop(key)
     rendered = {r.name: r.recipe for r in render(recipe_dir / "recipe.yaml", lists, "linux-64", "linux-64")}
-    plugin = rendered[package.PLUGIN]
-    assert not any(r.name == package.PLUGIN for r in render(REPO / "recipe" / "recipe.yaml", lists, "linux-64", "linux-64"))
+    plugin = rendered[steps.PLUGIN]
+    committed = render(REPO / "recipe" / "recipe.yaml", lists, "linux-64", "linux-64")
+    assert not any(r.name == steps.PLUGIN for r in committed)
     env = plugin["build"]["script"]["env"]
-    context = dict((name, value) for name, value, _ in overrides["context"])
+    context = dict((name, value) for name, value, _ in overrides.context)
     assert env["CUDA_ARCHITECTURES"] == context["cuda_architectures"]
     assert f"__cuda_arch >={context['cuda_arch_floor']}" in plugin["requirements"]["run_constraints"]
-    for name, value, _ in overrides["env"]:
+    for name, value, _ in overrides.env:
         assert env[name] == value and f"+        {name}: '{value}'" in diff
     assert plugin["source"][0]["path"] == str(src)
     toolchain = Path(env["CMAKE_TOOLCHAIN_FILE"]).read_text()
-    for name, value, _ in overrides["cmake"]:
+    for name, value, _ in overrides.cmake:
         assert f'set({name} "{value}" CACHE STRING "" FORCE)' in toolchain
     assert str(mirror) in toolchain
     # everything else is the committed recipe's: the other outputs render as they do from it
-    assert {r.name for r in render(REPO / "recipe" / "recipe.yaml", lists, "linux-64", "linux-64")} == set(rendered) - {package.PLUGIN}
+    assert {r.name for r in committed} == set(rendered) - {steps.PLUGIN}
 
 
 
@@ -233,14 +370,15 @@ def test_the_cpu_packages_copy_builds_them_offline_with_the_cpu_overrides_and_le
         tmp_path: Path) -> None:
     """pack.py --cpu: the CPU outputs of the CPU job (Python: the machine's 3.12) take the toolchain file with
     the CPU overrides and the mirror, and no cutlass tree; the plugin renders as the committed recipe has it."""
-    plan = pack.build_plan(REPO, "cpu") | {"device_cuda": "13.0"}
-    recipe_dir, _ = package.device_recipe(plan, tmp_path, tmp_path / "src", tmp_path / "mirror", configure_only=False)
+    plan = pack.build_plan(REPO, "cpu")
+    recipe_dir, _ = steps.device_recipe(plan, tmp_path, tmp_path / "src", tmp_path / "mirror", configure_only=False,
+                                        cuda="13.0")
     lists = read_yaml(job_file(REPO, "linux-64", None)) | {"python": ["3.12.* *_cpython"]}
     for key in ("channel_sources", "channel_targets"):
         lists.pop(key)
     rendered = {r.name: r.recipe for r in render(recipe_dir / "recipe.yaml", lists, "linux-64", "linux-64")}
-    assert set(rendered) == set(plan["outputs"]) == {"onnxruntime-cpp", "onnxruntime"}
-    for name in plan["outputs"]:
+    assert set(rendered) == set(plan.outputs) == {"onnxruntime-cpp", "onnxruntime"}
+    for name in plan.outputs:
         toolchain = Path(rendered[name]["build"]["script"]["env"]["CMAKE_TOOLCHAIN_FILE"]).read_text()
         assert 'set(onnxruntime_BUILD_UNIT_TESTS "OFF" CACHE STRING "" FORCE)' in toolchain
         assert str(tmp_path / "mirror") in toolchain and "CUTLASS" not in toolchain
@@ -249,7 +387,7 @@ def test_the_cpu_packages_copy_builds_them_offline_with_the_cpu_overrides_and_le
     for key in ("channel_sources", "channel_targets"):
         cuda_lists.pop(key)
     plugins = [r.recipe for r in render(recipe_dir / "recipe.yaml", cuda_lists, "linux-64", "linux-64")
-               if r.name == package.PLUGIN]
+               if r.name == steps.PLUGIN]
     assert plugins and all("CMAKE_TOOLCHAIN_FILE" not in plugin["build"]["script"]["env"] for plugin in plugins)
 
 
@@ -272,9 +410,9 @@ def test_rattler_build_configures_onnxruntime_cpp_here_in_its_environment_of_sta
     solved = {record["name"] for section in ("build", "host")
               for record in (cpp["finalized_dependencies"].get(section) or {}).get("resolved", [])}
     assert {"gcc_linux-64", "gxx_linux-64", "cmake", "ninja", "libprotobuf"} <= solved
-    plan = pack.build_plan(REPO, "cpu") | {"outputs": ["onnxruntime-cpp"]}
+    plan = dataclasses.replace(pack.build_plan(REPO, "cpu"), outputs=("onnxruntime-cpp",))
     (tmp_path / "gathered").mkdir()
-    gathered = pack.gather(mirror, plan, tmp_path / "gathered")
+    plan, gathered = pack.gather(mirror, plan, tmp_path / "gathered")
     stage = tmp_path / "stage"
     for name, path in gathered.items():
         (stage / name).parent.mkdir(parents=True, exist_ok=True)
@@ -283,10 +421,12 @@ def test_rattler_build_configures_onnxruntime_cpp_here_in_its_environment_of_sta
     (work / "results").mkdir(parents=True)
     roots = machine_roots(stage / "wheels", sorted(stage.glob("debs/*.deb")), work)
     build_channel([s for s in chosen if s.name in solved], work / "channel", roots)
-    results: dict = {}
-    package.build_outputs(plan, stage, work, job, overrides, work / "channel", work / "output", results,
-                          work / "results", configure_only=True)
-    assert results["steps"]["build onnxruntime-cpp"]["ok"], results
+    # the CPU job's variant with this machine's Python (Run.variant), as `overrides` above
+    run = steps.Run(plan, stage, work, work / "results", toolkit=Path("/no/toolkit"), cuda="13.0",
+                    python=f"{sys.version_info.major}.{sys.version_info.minor}")
+    assert plan.jobs[0] == plans.Job(str(job.relative_to(REPO))) and run.variant(plan.jobs[0]) == overrides
+    steps.build_outputs(run, configure_only=True)
+    assert run.results["steps"]["build onnxruntime-cpp"]["ok"], run.results
     # the script reached its build step: configured, with ninja's build file written, and said what it builds
     assert (work / "build_targets.txt").read_text().split()
     build_dir = work / "output" / "bld" / "rattler-build_onnxruntime-cpp" / "work" / "build-cpp"
@@ -297,6 +437,12 @@ def test_rattler_build_configures_onnxruntime_cpp_here_in_its_environment_of_sta
     # the compilers' activation roots CMake's searches in the environments, as conda-forge's does: this
     # machine's zlib, which a search of the system's folders would find, stays unfound
     assert "ZLIB_INCLUDE_DIR:PATH=ZLIB_INCLUDE_DIR-NOTFOUND" in cache
+
+
+def test_run_sh_passes_shellcheck() -> None:
+    result = subprocess.run([str(shellcheck()), "--external-sources", "--source-path=SCRIPTDIR", "run.sh"],
+                            capture_output=True, text=True, cwd=DEVICE)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_staging_copies_a_bundle_and_start_needs_the_plan(tmp_path: Path) -> None:
@@ -314,7 +460,7 @@ def test_start_leaves_a_pipeline_waiting_for_its_inputs_and_refuses_a_second_one
     top = tmp_path / "run"
     bundle = tmp_path / "bundle-1"
     bundle.mkdir()
-    (bundle / "plan.json").write_text(json.dumps({"inputs": ["sources/not-staged-yet.tar.zst"]}))
+    dataclasses.replace(pack.build_plan(REPO), inputs=("sources/not-staged-yet.tar.zst",)).write(bundle / "plan.json")
     assert run_sh(top, "stage", str(bundle)).returncode == 0
     try:
         assert run_sh(top, "start").returncode == 0
@@ -342,7 +488,7 @@ def test_bad_arguments_get_the_usage_and_exit_2(tmp_path: Path, args: list[str])
 def test_a_step_records_its_command_exit_status(tmp_path: Path) -> None:
     assert run_sh(tmp_path, "step", "passes", "30", "true").returncode == 0
     assert run_sh(tmp_path, "step", "fails", "30", "false").returncode == 0
-    assert [row[:2] for row in steps(tmp_path)] == [["passes", "0"], ["fails", "1"]]
+    assert [row[:2] for row in ended_steps(tmp_path)] == [["passes", "0"], ["fails", "1"]]
 
 
 def test_a_step_log_stamps_each_line_with_the_seconds_since_the_step_started(tmp_path: Path) -> None:
@@ -351,44 +497,51 @@ def test_a_step_log_stamps_each_line_with_the_seconds_since_the_step_started(tmp
     first, second = (tmp_path / "results" / "slow.log").read_text().splitlines()
     assert first.endswith(" first") and int(first[1:first.index("s ")]) <= 1
     assert second.endswith(" second") and int(second[1:second.index("s ")]) >= 2
-    assert steps(tmp_path)[0][:2] == ["slow", "0"]
+    assert ended_steps(tmp_path)[0][:2] == ["slow", "0"]
 
 
 def test_a_step_past_its_limit_is_stopped_with_its_python_stack(tmp_path: Path) -> None:
     started = time.monotonic()
     result = run_sh(tmp_path, "step", "hangs", "2", sys.executable, "-c", "import time\ntime.sleep(300)")
     assert result.returncode == 0 and time.monotonic() - started < 60
-    assert steps(tmp_path)[0][:2] == ["hangs", "124"]
+    assert ended_steps(tmp_path)[0][:2] == ["hangs", "124"]
     log = (tmp_path / "results" / "hangs.log").read_text()
     assert "Fatal Python error: Aborted" in log and 'File "<string>", line 2' in log
     assert log.rstrip().endswith("hangs: timed out after 2 s")
 
 
 CASE_BODIES = {"passed": "pass", "failed": "print('FAIL (the core said no)'); assert 1 == 2, 'wrong'",
-               "skipped": "raise unittest.SkipTest('no')", "hangs": "time.sleep(300)"}
+               "skipped": "raise unittest.SkipTest('no')", "hangs": "time.sleep(300)",
+               # what a case of upstream's suite finds in its environment
+               "finds the plugin": "assert os.environ['ORT_CUDA_PLUGIN_PATH'].endswith('/libplugin.so') and "
+                                   "os.environ['ORT_TEST_CUDA_PLUGIN_EP'] == '1' and "
+                                   "os.environ['ONNXRUNTIME_DISABLE_EP_AUTOREGISTRATION'] == '1'",
+               "has no cudnn": "assert os.environ.get('ORT_TEST_CUDA_PLUGIN_NO_CUDNN') == '1'",
+               "imports the machine's torch": "import machine_torch"}
 
 
-def run_suite(folder: Path, name: str, cases: dict[str, str], limit: int = 3, workers: int = 1) -> Path:
-    """CASES (name -> passed, failed, skipped or hangs) as one unittest class, run by pytest the way run.sh
-    runs upstream's operator suite; returns the log case_log.py wrote."""
+def run_suite(folder: Path, name: str, cases: dict[str, str], limit: int = 3, workers: int = 1,
+              suite_run: plans.SuiteRun | None = None, machine_site: Path | None = None) -> Path:
+    """CASES (name -> one of CASE_BODIES) as one unittest class, run with package.py's command for upstream's
+    operator suite in a bare environment (run_in), with a plugin library `libplugin.so`, as `suite_run` says,
+    `limit` s a case; returns the log case_log.py wrote."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "test_cuda_plugin_ep.py").write_text(
-        "import time, unittest\nclass TestCudaPluginEP(unittest.TestCase):\n" + "".join(
-            f"    def {case}(self):\n        {CASE_BODIES[outcome]}\n" for case, outcome in cases.items()))
+    suite = folder / "test_cuda_plugin_ep.py"
+    suite.write_text("import os, time, unittest\nclass TestCudaPluginEP(unittest.TestCase):\n" + "".join(
+        f"    def {case}(self):\n        {CASE_BODIES[outcome]}\n" for case, outcome in cases.items()))
+    # no wheels: this machine's Python has pytest and its plugins
+    site = package.suite_site(folder / "site", [], str(machine_site or folder / "no-machine-site"))
     log = folder / f"{name}.cases"
-    # as run.sh starts it: not as a worker of the pytest-xdist run these tests may be in
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}, "CASE_LOG": str(log),
-           "PYTHONPATH": str(DEVICE)}
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "case_log", "-n", str(workers),
-                    "--max-worker-restart=100", f"--timeout={limit}", "test_cuda_plugin_ep.py"],
-                   cwd=folder, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=240)
+    argv, env = package.suite_command(suite, suite_run or plans.SuiteRun(name, "1.0"), Path(sys.executable),
+                                      folder / "libplugin.so", site, log, case_limit=limit, workers=workers)
+    assert steps.run_in(folder / "env", argv, folder / f"{name}.log", env=env, cwd=folder, limit=240) in (0, 1)
     return log
 
 
 def test_the_case_log_keeps_each_failure_and_a_hung_case_stacks_and_the_suite_goes_on(tmp_path: Path) -> None:
     log = run_suite(tmp_path, "operators", {"test_a": "failed", "test_b": "hangs", "test_c": "passed"}, limit=2)
 
-    assert checks.case_outcomes(log) == {
+    assert report.case_outcomes(log) == {
         "TestCudaPluginEP.test_a": ("failed", "AssertionError: wrong"),
         "TestCudaPluginEP.test_b": ("failed", "still running after 2 s"),
         "TestCudaPluginEP.test_c": ("passed", "")}
@@ -409,55 +562,83 @@ def test_cases_stuck_in_two_workers_at_once_each_keep_their_own_stacks(tmp_path:
         assert re.findall(r'test_cuda_plugin_ep\.py", line \d+ in (test_\w+)', block) == [case]
 
 
-def test_the_report_compares_the_operator_suite_between_cores(tmp_path: Path) -> None:
+def test_the_suite_command_gives_the_cases_the_plugin_the_cudnn_switch_and_the_machines_torch(tmp_path: Path) -> None:
+    """package.py's command for upstream's suite: the cases find the plugin's library to register, this feedstock's
+    auto-registration off, upstream's switch that hides cuDNN in the run that hides it alone, and the machine's own
+    packages (torch) after the environment's."""
+    machine = tmp_path / "machine-site"
+    machine.mkdir()
+    (machine / "machine_torch.py").write_text("")
+    cases = {"test_plugin": "finds the plugin", "test_cudnn": "has no cudnn",
+             "test_torch": "imports the machine's torch"}
+    with_cudnn = run_suite(tmp_path / "with", "with", cases, suite_run=plans.SuiteRun("with", "1.32.0"),
+                           machine_site=machine)
+    without = run_suite(tmp_path / "without", "without", cases,
+                        suite_run=plans.SuiteRun("without", "1.32.0", cudnn=False), machine_site=machine)
+
+    assert {case: outcome for case, (outcome, _) in report.case_outcomes(with_cudnn).items()} == {
+        "TestCudaPluginEP.test_plugin": "passed", "TestCudaPluginEP.test_cudnn": "failed",
+        "TestCudaPluginEP.test_torch": "passed"}
+    assert {outcome for outcome, _ in report.case_outcomes(without).values()} == {"passed"}
+
+
+def test_the_report_tabulates_the_operator_suite_per_core_and_lists_the_overrides_once(tmp_path: Path) -> None:
+    plan = pack.build_plan(REPO, core="packages/onnxruntime.conda")
+    floor, feedstock, newest, hidden = plan.operator_suite.runs
     (tmp_path / "stage").mkdir()
-    (tmp_path / "stage" / "plan.json").write_text(json.dumps({
-        "version": "1.30.0", "cuda": "13.4", "purpose": "package", "outputs": ["onnxruntime-ep-cuda"],
-        "overrides": {"env": [["CUDA_BUILD_JOBS", "16", "16 cores"]], "cmake": [["X", "ON", "why"]]}}))
-    suite = tmp_path / "work" / "src" / checks.OPERATOR_SUITE
+    plan.write(tmp_path / "stage" / "plan.json")
+    suite = tmp_path / "work" / "suite" / plan.operator_suite.path
     suite.parent.mkdir(parents=True)
     suite.write_text('def make(): return "com.microsoft"\n'
                      "class T:\n    def test_contrib(self): make()\n    def test_plain(self): pass\n")
     results = tmp_path / "results"
-    run_suite(results, "operators-1.24.4", {"test_contrib": "failed", "test_plain": "passed"})
-    run_suite(results, "operators-1.32.0", {"test_contrib": "passed", "test_plain": "skipped"})
+    run_suite(results, floor.name, {"test_contrib": "failed", "test_plain": "passed"})
+    run_suite(results, newest.name, {"test_contrib": "passed", "test_plain": "skipped"})
     (results / "steps.tsv").write_text("binary\t0\t1\n")
     (results / "binary.log").write_text("+0s ok: exports CreateEpFactories, ReleaseEpFactory\n")
     (results / "progress.txt").write_text("10:00:00 binary: started, limit 120 s\n10:00:01 binary: exit 0 after 1 s\n"
-                                          "10:00:01 operators-1.30.0: started, limit 420 s\n")
+                                          "10:00:01 package: started, limit 1700 s\n")
+    (results / "package.json").write_text(json.dumps({"cuda": "13.0", "python": "3.12", "steps": {
+        "channel": {"ok": True, "seconds": 80.0}, "operator suites": {"ok": False, "seconds": 420.0,
+                                                                      "error": "ValueError: no environment"}}}))
 
-    assert checks.main(["report", str(tmp_path)]) == 0
+    assert report.main([str(tmp_path)]) == 0
 
-    report = (results / "report.md").read_text()
-    # the overrides are package.md's to list, once
-    assert "CUDA_BUILD_JOBS" not in report and "differs from conda-forge's: package.md" in report
-    assert "| binary | 0 | 1 | ok: exports CreateEpFactories, ReleaseEpFactory |" in report
-    assert "| operators-1.30.0 | running | | (no log) |" in report  # started, not ended when the report was made
-    assert "| operators-1.24.4 | 1 | 1 | 0 | 0 of 1 |" in report
-    assert "| operators-1.32.0 | 1 | 0 | 1 | 1 of 1 |" in report
-    assert "Cases whose outcome differs between runs: 2 of 2" in report
-    assert "- TestCudaPluginEP.test_contrib: operators-1.24.4: failed; operators-1.32.0: passed" in report
-    assert "- operators-1.24.4: TestCudaPluginEP.test_contrib: AssertionError: wrong" in report
+    text = (results / "report.md").read_text()
+    for name, value, reason in [*plan.overrides.context, *plan.overrides.env, *plan.overrides.cmake]:
+        assert text.count(f"`{name}` = `{value}`: {reason}") == 1
+    assert "| binary | 0 | 1 | ok: exports CreateEpFactories, ReleaseEpFactory |" in text
+    assert "| package | running | | (no log) |" in text  # started, not ended when the report was made
+    assert "| operator suites | False | 420.0 |" in text and "operator suites: ValueError: no environment" in text
+    assert f"| {floor.name} | {floor.core} (PyPI) | yes | 1 | 1 | 0 | 0 of 1 |" in text
+    assert f"| {feedstock.name} | {feedstock.core} (this feedstock) | yes | not run | | | |" in text
+    assert f"| {newest.name} | {newest.core} (PyPI) | yes | 1 | 0 | 1 | 1 of 1 |" in text
+    assert f"| {hidden.name} | {hidden.core} (PyPI) | hidden | not run | | | |" in text
+    assert "Cases whose outcome differs between runs: 2 of 2" in text
+    assert f"- TestCudaPluginEP.test_contrib: {floor.name}: failed; {newest.name}: passed" in text
+    assert f"Failing in {floor.name}:\n\n- TestCudaPluginEP.test_contrib: AssertionError: wrong" in text
+    assert f"Failing in {newest.name}" not in text
 
 
 def test_a_configure_only_copy_stops_the_build_script_at_its_build_step_and_drops_the_empty_packages_tests(
         tmp_path: Path) -> None:
     """A cost run builds with --configure-only: the script writes the build step's targets and stops, so the
     package is empty, and the tests that would fail on it (the strict contents test first) are not in the copy."""
-    plan = pack.build_plan(REPO) | {"device_cuda": "13.0"}
+    plan = pack.build_plan(REPO)
     job = newest_cuda_job_file(REPO, "linux-64")
     lists = read_yaml(job) | {"cuda_compiler_version": ["13.0"], "python": ["3.12.* *_cpython"]}
     for key in ("channel_sources", "channel_targets"):
         lists.pop(key)
     plugins = {}
     for configure_only in (False, True):
-        recipe_dir, _ = package.device_recipe(plan, tmp_path / str(configure_only), tmp_path / "src", tmp_path / "mirror",
-                                              configure_only=configure_only)
-        plugins[configure_only] = next(r.recipe for r in render(recipe_dir / "recipe.yaml", lists, "linux-64", "linux-64")
-                                       if r.name == package.PLUGIN)
+        recipe_dir, _ = steps.device_recipe(plan, tmp_path / str(configure_only), tmp_path / "src", tmp_path / "mirror",
+                                            configure_only=configure_only, cuda="13.0")
+        plugins[configure_only] = next(r.recipe for r in render(recipe_dir / "recipe.yaml", lists, "linux-64",
+                                                                "linux-64") if r.name == steps.PLUGIN)
     assert plugins[False].get("tests") and not plugins[True].get("tests")
     assert "REHEARSAL_TARGETS_FILE" not in plugins[False]["build"]["script"]["env"]
-    assert plugins[True]["build"]["script"]["env"]["REHEARSAL_TARGETS_FILE"] == str(tmp_path / "True" / "build_targets.txt")
+    targets = plugins[True]["build"]["script"]["env"]["REHEARSAL_TARGETS_FILE"]
+    assert targets == str(tmp_path / "True" / "build_targets.txt")
 
 
 IOBINDING_CHECK = """

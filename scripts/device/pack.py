@@ -1,34 +1,35 @@
 #!/usr/bin/env python3
 """Lay out what a run on the GPU machine needs, in bundles that each fit one call's transfer.
 
-    python3 scripts/device/pack.py [--mirror DIR] [--dest DIR] [--cost | --cpu] [--package PLUGIN]
-    python3 scripts/device/pack.py --speed --core ONNXRUNTIME [--mirror DIR] [--dest DIR] [--package PLUGIN]
+    python3 scripts/device/pack.py [--mirror DIR] [--dest DIR] [--cost | --cpu] [--package PLUGIN] [--core ORT]
+    python3 scripts/device/pack.py --speed --core ORT [--mirror DIR] [--dest DIR] [--package PLUGIN]
 
 The GPU machine has no network, and one call carries at most 64 MiB: the checkout plus the folders
 named in `carry`. The sources, from a mirror folder laid out as scripts/standins/sources.py describes
-(ONNX Runtime's `.tar.zst` tarball, the archives its CMake fetches, the cutlass/cudnn_frontend trees), protoc and zstd from Debian, and the ONNX Runtime cores from PyPI are
-split into DEST/bundle-N folders of at most BUNDLE_LIMIT bytes each, the build's inputs first, so the
-build can start once the bundles holding them are staged. DEST/bundle-1/plan.json says what the run
-builds and tests and which settings differ from conda-forge's build (`DEVICE_OVERRIDES`); run.sh on
-the GPU machine reads it. README.md ("Building the plugin package on a GPU") gives the calls. With
---cost it plans a cost run instead (README.md, "What a release costs"): the recipe's own settings, its
-architecture list and floor those of the newest CUDA job (`cost_overrides`). With --cpu it plans the
-CPU packages instead (`onnxruntime-cpp`, and `onnxruntime` for the machine's Python), and with --package
-a user's environment of them and that plugin package after they are built (README.md, "The CPU packages
-on the GPU machine"). With --speed it plans the speed comparison: the plugin built with SASS for the
-machine's GPU (`SPEED_PLUGIN_OVERRIDES`; with --package, that earlier run's plugin instead), in a user's
-environment with the onnxruntime package an earlier run built (--core), measured against
-onnxruntime-gpu's wheel of the same version, which travels in pieces (README.md, "How fast the plugin
-is measured").
+(ONNX Runtime's `.tar.zst` tarball, the archives its CMake fetches, the cutlass/cudnn_frontend trees),
+protoc and zstd from Debian, and the ONNX Runtime cores and the tools from PyPI are split into
+DEST/bundle-N folders of at most BUNDLE_LIMIT bytes each. DEST/bundle-1/plan.json (plan.py's Plan) says
+what the run builds and tests, with which cores, and which settings differ from conda-forge's build
+(`DEVICE_OVERRIDES`, each with its reason); run.sh and package.py on the GPU machine read it. README.md
+("Building the plugin package on a GPU") gives the calls. The package run also runs upstream's operator
+suite (`OPERATOR_SUITE`, in the tarball) with the floor core, the newest, the newest with cuDNN hidden, and
+with --core this feedstock's onnxruntime from an earlier run. With --cost it plans a cost run instead
+(README.md, "What a release costs"): the recipe's own settings, its architecture list and floor those of
+the newest CUDA job (`cost_overrides`). With --cpu it plans the CPU packages instead (`onnxruntime-cpp`,
+and `onnxruntime` for the machine's Python), and with --package a user's environment of them and that
+plugin package after they are built (README.md, "The CPU packages on the GPU machine"). With --speed it
+plans the speed comparison: the plugin built with SASS for the machine's GPU (`SPEED_PLUGIN_OVERRIDES`;
+with --package, that earlier run's plugin instead), in a user's environment with the onnxruntime package
+an earlier run built (--core), measured against onnxruntime-gpu's wheel of the same version, which travels
+in pieces (pieces.py; README.md, "How fast the plugin is measured").
 Exit 0 when the bundles are written, 2 when an input is missing.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
+import dataclasses
 import importlib.metadata
-import json
 import os
 import shutil
 import subprocess
@@ -42,7 +43,9 @@ from cores import NEWEST_CORE  # noqa: E402
 
 bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
-from feedstock.ci_support import load_jobs, newest_cuda  # noqa: E402
+from feedstock.ci_support import job_file, load_jobs, newest_cuda  # noqa: E402
+from pieces import cut  # noqa: E402
+from plan import Compared, Cores, Job, OperatorSuite, Overrides, Plan, Purpose, Setting, SuiteRun  # noqa: E402
 from standins import StandinError  # noqa: E402
 from standins.evaluate import evaluate  # noqa: E402
 from standins.environment import PROTOBUF_DEBS, TOOL_WHEELS  # noqa: E402
@@ -69,73 +72,80 @@ TOOLS = [*(f"{name}=={importlib.metadata.version(name)}" for name in
            # the versions this machine's own scripts and tests run (scripts/requirements.txt, and what pydantic needs)
            ("py-rattler-build", "py-rattler", "pydantic", "pydantic-core", "annotated-types", "typing-inspection")),
          *TOOL_WHEELS]
+# What upstream's operator suite runs with (pytest, its dependencies, pytest-xdist and pytest-timeout, which
+# case_log.py takes the per-case timer of), at the versions this machine's tests run it with
+SUITE_TOOLS = [f"{name}=={importlib.metadata.version(name)}" for name in
+               ("pytest", "pluggy", "iniconfig", "pygments", "execnet", "pytest-xdist", "pytest-timeout")]
 # protoc 3.21 for the build machine and zstd, which the image lacks
 DEBIAN_PACKAGES = [*PROTOBUF_DEBS, "zstd"]
 
 # Every setting in which the GPU machine's build differs from conda-forge's, with its reason: values of the
 # recipe's context, script variables of the plugin's output, and CMake cache settings (package.py puts them
 # in the device's copy of the recipe and prints the difference).
-DEVICE_OVERRIDES = {
-    "context": [
-        ["cuda_architectures", "75-real;75-virtual",
+DEVICE_OVERRIDES = Overrides(
+    context=(
+        Setting("cuda_architectures", "75-real;75-virtual",
          "the list's oldest entry alone, plus its PTX, which the H200 compiles at load time: the kernels that "
          "need SM80 or newer (the MoE GEMMs, flash attention) build as empty stubs, which cuts the MoE kernels' "
          "cicc time a unit to a fraction (docs/build-cost/2026-12-02-measurements.json), and no SM90 TMA units "
-         "are built"],
-        ["cuda_arch_floor", "7.5", "that list's oldest SASS, as in the recipe"],
-    ],
-    "env": [
-        ["CUDA_BUILD_JOBS", "16", "the machine's 16 cores"],
-        ["NVCC_GB_PER_THREAD", "1",
-         "the machine's memory reads low at first and grows as it is used; 16 jobs fit its 128 GB"],
-    ],
-    "cmake": [
-        ["onnxruntime_QUICK_BUILD", "ON", "flash attention for head size 128 only (upstream's developer switch)"],
-        ["onnxruntime_USE_FPA_INTB_GEMM", "OFF", "no fpA_intB GEMM kernels"],
-        ["onnxruntime_USE_FP8_KV_CACHE", "OFF", "no FP8 KV-cache variants of the XQA kernels"],
+         "are built"),
+        Setting("cuda_arch_floor", "7.5", "that list's oldest SASS, as in the recipe"),
+    ),
+    env=(
+        Setting("CUDA_BUILD_JOBS", "16", "the machine's 16 cores"),
+        Setting("NVCC_GB_PER_THREAD", "1",
+                "the machine's memory reads low at first and grows as it is used; 16 jobs fit its 128 GB"),
+    ),
+    cmake=(
+        Setting("onnxruntime_QUICK_BUILD", "ON",
+                "flash attention for head size 128 only (upstream's developer switch)"),
+        Setting("onnxruntime_USE_FPA_INTB_GEMM", "OFF", "no fpA_intB GEMM kernels"),
+        Setting("onnxruntime_USE_FP8_KV_CACHE", "OFF", "no FP8 KV-cache variants of the XQA kernels"),
         # not onnxruntime_USE_MEMORY_EFFICIENT_ATTENTION=OFF: core/providers/cuda/llm/attention.cc then fails to
         # compile (kCutlassSafeMaskFilterValue is not declared; GPU run of 2026-12-02)
-    ],
-}
+    ),
+)
 
 
 # The CPU packages' run (--cpu): the recipe's settings but two, each with its reason
-CPU_OVERRIDES = {
-    "context": [],
-    "env": [],
-    "cmake": [
-        ["onnxruntime_BUILD_UNIT_TESTS", "OFF",
+CPU_OVERRIDES = Overrides(
+    cmake=(
+        Setting("onnxruntime_BUILD_UNIT_TESTS", "OFF",
          "onnxruntime-cpp's unit tests, built and run by build_cpp.py, would double its build and leave no room in "
-         "the loan for the Python package's; conda-forge's CI builds and runs them"],
-        ["Python_INCLUDE_DIR", f"$ENV{{PREFIX}}/include/python{MACHINE_PYTHON}",
-         "the python stand-in's interpreter (the machine's own, with a pyvenv.cfg) names its base's include folder, "
-         "outside CMake's find root; the stand-in carries those headers where conda's python has them"],
-    ],
-}
-CPU_OUTPUTS = ["onnxruntime-cpp", "onnxruntime"]
+         "the loan for the Python package's; conda-forge's CI builds and runs them"),
+        Setting("Python_INCLUDE_DIR", f"$ENV{{PREFIX}}/include/python{MACHINE_PYTHON}",
+                "the python stand-in's interpreter (the machine's own, with a pyvenv.cfg) names its base's include "
+                "folder, outside CMake's find root; the stand-in carries those headers where conda's python has them"),
+    ),
+)
+CPU_OUTPUTS = ("onnxruntime-cpp", "onnxruntime")
 
 # The plugin whose speed is compared (--speed): the recipe's settings for the kernels the compared models
 # run, with the machine's own GPU in the list, each difference with its reason
-SPEED_PLUGIN_OVERRIDES = {
-    "context": [
-        ["cuda_architectures", "90-real",
+SPEED_PLUGIN_OVERRIDES = Overrides(
+    context=(
+        Setting("cuda_architectures", "90-real",
          "SASS for the H200 alone: the machine runs the machine code a conda-forge build ships for it (every "
-         "CUDA 13 list has 90-real), not PTX compiled at load, and one target keeps the build inside a loan"],
-        ["cuda_arch_floor", "9.0", "that list's oldest SASS, as in the recipe"],
-    ],
-    "env": DEVICE_OVERRIDES["env"],
-    "cmake": [
-        ["onnxruntime_QUICK_BUILD", "ON",
+         "CUDA 13 list has 90-real), not PTX compiled at load, and one target keeps the build inside a loan"),
+        Setting("cuda_arch_floor", "9.0", "that list's oldest SASS, as in the recipe"),
+    ),
+    env=DEVICE_OVERRIDES.env,
+    cmake=(
+        Setting("onnxruntime_QUICK_BUILD", "ON",
          "flash attention for head size 128 alone and fewer MoE GEMM tile shapes (upstream's developer switch): "
          "kernels of attention and MoE operators, which no compared model has (speed.py records the operators "
-         "each EP ran)"],
-        ["onnxruntime_USE_FPA_INTB_GEMM", "OFF",
-         "kernels for weight-only quantized MatMuls, which no compared model has; with SM 90 in the list their 16 "
-         "SM90 launchers would compile 2 at a time (SM90_TMA_JOBS)"],
-        ["onnxruntime_USE_FP8_KV_CACHE", "OFF", "FP8 KV-cache variants of the XQA kernels, which no compared model uses"],
-    ],
-}
+         "each EP ran)"),
+        Setting("onnxruntime_USE_FPA_INTB_GEMM", "OFF",
+                "kernels for weight-only quantized MatMuls, which no compared model has; with SM 90 in the list their "
+                "16 SM90 launchers would compile 2 at a time (SM90_TMA_JOBS)"),
+        Setting("onnxruntime_USE_FP8_KV_CACHE", "OFF",
+                "FP8 KV-cache variants of the XQA kernels, which no compared model uses"),
+    ),
+)
 PLUGIN = "onnxruntime-ep-cuda"
+# Upstream's operator suite for the plugin, in the source tree, which the package run runs against the
+# installed plugin (package.py's operator_suites)
+OPERATOR_SUITE = "onnxruntime/test/python/transformers/test_cuda_plugin_ep.py"
 # The speed comparison (--speed): what it measures the plugin against, at the recipe's version
 COMPARED = "onnxruntime-gpu"
 
@@ -150,50 +160,70 @@ def _run(command: list[str], cwd: Path) -> None:
         raise PackError(f"{' '.join(command)} exited {result.returncode}: {(result.stderr or result.stdout).strip()}")
 
 
-def cost_overrides(recipe: dict) -> dict:
+def cost_overrides(recipe: dict) -> Overrides:
     """A cost run keeps the recipe's settings: the newest CUDA job's architecture list and floor, which the
     recipe has for that job's CUDA and not for the machine's 13.0, whose nvcc compiles the same list."""
     (floor,) = [c.split(">=")[1] for c in recipe["requirements"]["run_constraints"] if c.startswith("__cuda_arch ")]
     reason = "the newest linux-64 CUDA job's, as the recipe has it"
-    return {"context": [["cuda_architectures", recipe["build"]["script"]["env"]["CUDA_ARCHITECTURES"], reason],
-                        ["cuda_arch_floor", floor, reason]], "env": [], "cmake": []}
+    return Overrides(context=(Setting("cuda_architectures", recipe["build"]["script"]["env"]["CUDA_ARCHITECTURES"],
+                                      reason), Setting("cuda_arch_floor", floor, reason)))
 
 
-def build_plan(feedstock: Path, purpose: str = "package") -> dict:
-    """What the run builds, for the newest linux-64 CUDA job. `package`: the plugin as rattler-build evaluates
-    it, with the device overrides, and the cores to test it with; `cost` (scripts/buildcost.py): the same
-    with the recipe's own settings; `cpu`: the CPU packages of the CPU job, whose user's environment takes
-    its CUDA libraries from that job's stand-ins; `speed`: the plugin with the speed overrides, untested (the
-    package run tests the plugin), and the wheel it is compared with."""
+def suite_runs(cores: Cores, version: str, feedstock_core: bool) -> tuple[SuiteRun, ...]:
+    """The operator suite's runs: with the floor core, this feedstock's own onnxruntime where the run carries
+    one (of the recipe's `version`), the newest PyPI core, and that core once more with cuDNN hidden."""
+    return (SuiteRun(f"operators-{cores.floor}", cores.floor),
+            *([SuiteRun(f"operators-feedstock-{version}", version, feedstock_core=True)] if feedstock_core else []),
+            SuiteRun(f"operators-{cores.newest}", cores.newest),
+            SuiteRun(f"operators-without-cudnn-{cores.newest}", cores.newest, cudnn=False))
+
+
+def build_plan(feedstock: Path, purpose: Purpose = "package", package: str | None = None,
+               core: str | None = None) -> Plan:
+    """What the run builds, for the newest linux-64 CUDA job; `package` and `core`, earlier runs' plugin and
+    onnxruntime by their paths in the bundles. `package`: the plugin as rattler-build evaluates it, with the
+    device overrides (or `package`, built before), the cores its tests load it into, and upstream's operator
+    suite; `cost` (scripts/buildcost.py): the plugin with the recipe's own settings; `cpu`: the CPU packages of
+    the CPU job, whose user's environment takes its CUDA libraries from the CUDA job's stand-ins; `speed`: the
+    plugin with the speed overrides (or `package`), untested (the package run tests the plugin), in the
+    environment of `core`, and the wheel it is compared with."""
     cuda = newest_cuda(load_jobs(feedstock), "linux-64")
     try:
         recipe, _ = evaluate(feedstock, PLUGIN, cuda, None)
     except StandinError as error:
         raise PackError(str(error)) from None
-    version = recipe["package"]["version"]
-    plan = {"version": version, "cuda": cuda, "purpose": purpose}
+    version, script_env = recipe["package"]["version"], recipe["build"]["script"]["env"]
+    # the CPU job's stand-ins are what onnxruntime installs with, the CUDA job's what the plugin does; the first
+    # job is the one built
+    cuda_job = Job(str(job_file(feedstock, "linux-64", cuda).relative_to(feedstock)), cuda)
+    cpu_job = Job(str(job_file(feedstock, "linux-64", None).relative_to(feedstock)))
+    earlier = {"package": package, "core": core}
     if purpose == "cpu":
-        return plan | {"outputs": CPU_OUTPUTS, "overrides": CPU_OVERRIDES}
-    plan["script_env"] = recipe["build"]["script"]["env"]
+        return Plan(purpose, version, (cpu_job, cuda_job), CPU_OUTPUTS, CPU_OVERRIDES, **earlier)
+    # an earlier run's plugin is tested or measured instead of built: no setting of this run's differs
+    built = {"outputs": (), "overrides": Overrides()} if package else {"outputs": (PLUGIN,)}
     if purpose == "speed":
-        return plan | {"outputs": [PLUGIN], "overrides": SPEED_PLUGIN_OVERRIDES, "compare": f"{COMPARED}=={version}"}
-    return plan | {
-        "outputs": [PLUGIN],
-        "cores": {"floor": recipe["build"]["script"]["env"]["ORT_MIN_CORE_VERSION"], "newest": NEWEST_CORE},
-        "overrides": cost_overrides(recipe) if purpose == "cost" else DEVICE_OVERRIDES,
-    }
+        return Plan(purpose, version, (cuda_job, cpu_job), script_env=script_env,
+                    compare=Compared(f"{COMPARED}=={version}"), **({"overrides": SPEED_PLUGIN_OVERRIDES} | built),
+                    **earlier)
+    cores = Cores(script_env["ORT_MIN_CORE_VERSION"], NEWEST_CORE)
+    if purpose == "cost":
+        return Plan(purpose, version, (cuda_job,), (PLUGIN,), cost_overrides(recipe), script_env, cores)
+    return Plan(purpose, version, (cuda_job,), script_env=script_env, cores=cores,
+                operator_suite=OperatorSuite(OPERATOR_SUITE, suite_runs(cores, version, core is not None)),
+                **({"overrides": DEVICE_OVERRIDES} | built), **earlier)
 
 
-def mirrored(upstream: Path, version: str, purpose: str) -> Sources:
-    """The mirror folder's sources of `version` that a run of `purpose` takes (standins/sources.py reads the
-    folder); a PackError saying what is missing otherwise."""
+def mirrored(upstream: Path, version: str, trees: bool) -> Sources:
+    """The mirror folder's sources of `version`, with the cutlass and cudnn_frontend `trees` where the run builds
+    the plugin (standins/sources.py reads the folder); a PackError saying what is missing otherwise."""
     try:
         located = from_mirror(upstream, version)
     except SourcesUnavailable as error:
         raise PackError(str(error)) from None
     if not located.tarball.name.endswith(".tar.zst"):
         raise PackError(f"{located.tarball}: the GPU machine unpacks the source with zstd; give it as .tar.zst")
-    if purpose != "cpu" and located.trees is None:
+    if trees and located.trees is None:
         raise PackError(f"{upstream / TREES}: missing; the plugin's build takes cutlass and cudnn_frontend from it")
     return located
 
@@ -204,46 +234,45 @@ def _download(requirement: str, folder: Path) -> None:
           "--only-binary=:all:", *WHEEL_TAGS, "-d", str(folder), requirement], folder.parent)
 
 
-def pieces(path: Path, folder: Path, limit: int) -> dict[str, Path]:
-    """A file larger than one call carries, cut into pieces of at most `limit` bytes, by their names in a
-    bundle (`<folder>/<file>.part-NNN`); package.py's `joined` puts them together."""
-    made = {}
-    folder.mkdir(parents=True, exist_ok=True)
-    with path.open("rb") as whole:
-        while chunk := whole.read(limit):
-            piece = folder / f"{path.name}.part-{len(made):03d}"
-            piece.write_bytes(chunk)
-            made[f"{folder.name}/{piece.name}"] = piece
-    return made
-
-
-def gather(upstream: Path | None, plan: dict, scratch: Path) -> dict[str, Path]:
-    """What the run takes from here, each by its path inside a bundle."""
+def gather(upstream: Path | None, plan: Plan, scratch: Path) -> tuple[Plan, dict[str, Path]]:
+    """What the run takes from here, each by its path inside a bundle, and the plan with the bundle paths of the
+    operator suite's tools."""
     build: dict[str, Path] = {}
-    if plan["outputs"]:  # none: the run installs earlier runs' packages
+    # the source tarball for a build, and for the operator suite, which is in it
+    if plan.outputs or plan.operator_suite:
         if upstream is None:
             raise PackError("no mirror folder: name one with --mirror or ORT_SOURCE_MIRROR")
-        located = mirrored(upstream, plan["version"], plan["purpose"])
+        located = mirrored(upstream, plan.version, PLUGIN in plan.outputs)
+        build = {f"sources/{located.tarball.name}": located.tarball}
+    if plan.outputs:
         # cutlass and cudnn_frontend are the plugin's alone
-        build = {f"sources/{p.name}": p for p in (located.tarball, *([] if plan["purpose"] == "cpu" else [located.trees]))}
+        build |= {f"sources/{located.trees.name}": located.trees} if PLUGIN in plan.outputs else {}
         build |= {f"mirror/{p.relative_to(located.deps_mirror)}": p
                   for p in sorted(located.deps_mirror.rglob("*")) if p.is_file()}
-    if "compare" in plan:
+    if plan.compare:
         compared = scratch / "compared"
-        _download(plan["compare"], compared)
+        _download(plan.compare.requirement, compared)
         (wheel,) = compared.glob("*.whl")
-        # package.py checks the pieces it puts together against this
-        plan["compare_sha256"] = hashlib.sha256(wheel.read_bytes()).hexdigest()
-        build |= pieces(wheel, scratch / "compare", BUNDLE_LIMIT - PLAN_ALLOWANCE)
+        # package.py puts the pieces together, checked against the wheel's sha256 that `cut` writes beside them
+        made = cut(wheel, scratch / plan.compare.folder, BUNDLE_LIMIT - PLAN_ALLOWANCE)
+        build |= {f"{plan.compare.folder}/{piece.name}": piece for piece in made}
     debs = scratch / "debs"
     debs.mkdir()
     _run(["apt-get", "download", *DEBIAN_PACKAGES], debs)
     build |= {f"debs/{p.name}": p for p in sorted(debs.glob("*.deb"))}
     wheels = scratch / "wheels"
-    cores = [f"onnxruntime=={version}" for version in plan.get("cores", {}).values()]
+    cores = [f"onnxruntime=={version}" for version in dataclasses.astuple(plan.cores)] if plan.cores else []
     for requirement in [*cores, *TOOLS]:  # one at a time: pip refuses two versions of one project
         _download(requirement, wheels)
-    return build | {f"wheels/{p.name}": p for p in sorted(wheels.glob("*.whl"))}
+    build |= {f"wheels/{p.name}": p for p in sorted(wheels.glob("*.whl"))}
+    if plan.operator_suite:
+        tools = scratch / "suite"
+        for requirement in SUITE_TOOLS:
+            _download(requirement, tools)
+        carried = {f"suite/{p.name}": p for p in sorted(tools.glob("*.whl"))}
+        build |= carried
+        plan = dataclasses.replace(plan, operator_suite=dataclasses.replace(plan.operator_suite, tools=tuple(carried)))
+    return plan, build
 
 
 def bundles(inputs: dict[str, Path], limit: int) -> list[dict[str, Path]]:
@@ -264,18 +293,19 @@ def bundles(inputs: dict[str, Path], limit: int) -> list[dict[str, Path]]:
     return packed
 
 
-def write(dest: Path, packed: list[dict[str, Path]], plan: dict) -> None:
+def write(dest: Path, packed: list[dict[str, Path]], plan: Plan) -> None:
     staging = dest.with_name(dest.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     # the pipeline starts once every input is staged
-    plan = plan | {"bundles": [f"bundle-{i}" for i in range(1, len(packed) + 1)],
-                   "inputs": sorted(name for bundle in packed for name in bundle)}
+    plan = dataclasses.replace(plan, bundles=tuple(f"bundle-{i}" for i in range(1, len(packed) + 1)),
+                               inputs=tuple(sorted(name for bundle in packed for name in bundle)))
     for number, bundle in enumerate(packed, start=1):
         folder = staging / f"bundle-{number}"
         for name, path in bundle.items():
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, folder / name)
-    (staging / "bundle-1" / "plan.json").write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n")
+    (staging / "bundle-1").mkdir(parents=True, exist_ok=True)
+    plan.write(staging / "bundle-1" / "plan.json")
     # the earlier bundles give way; anything else in DEST (a package kept for a call) stays
     dest.mkdir(parents=True, exist_ok=True)
     for old in dest.glob("bundle-*"):
@@ -291,10 +321,12 @@ def main(argv: list[str]) -> int:
                         help="the mirror folder (default: ORT_SOURCE_MIRROR, else ../shared/upstream)")
     parser.add_argument("--dest", type=Path, default=bootstrap.REPO / ".device", help="where the bundles go")
     parser.add_argument("--package", type=Path,
-                        help="a plugin package an earlier run built (.cache/device/): tested and installed, not rebuilt; "
-                             "with --cpu, installed with the CPU packages; with --speed, the plugin measured")
+                        help="a plugin package an earlier run built (.cache/device/): tested and installed, not "
+                             "rebuilt; with --cpu, installed with the CPU packages; with --speed, the plugin measured")
     parser.add_argument("--core", type=Path,
-                        help="with --speed: this feedstock's onnxruntime package an earlier run built (.cache/device/)")
+                        help="this feedstock's onnxruntime package an earlier run built (.cache/device/): with "
+                             "--speed, the environment the plugin is measured in; else one more core upstream's "
+                             "operator suite runs the plugin with")
     purpose = parser.add_mutually_exclusive_group()
     purpose.add_argument("--cost", action="store_const", dest="purpose", const="cost", default="package",
                          help="a cost run: the recipe's own settings, a sample of nvcc units compiled, no tests")
@@ -304,8 +336,9 @@ def main(argv: list[str]) -> int:
                          help=f"the speed comparison: the plugin (built, or --package) in --core's environment against "
                               f"{COMPARED}")
     args = parser.parse_args(argv)
-    if args.core is not None and args.purpose != "speed":
-        parser.error("--core names the onnxruntime package a speed run measures the plugin with: it goes with --speed")
+    if args.core is not None and args.purpose not in ("speed", "package"):
+        parser.error("--core names the onnxruntime package a speed run measures the plugin with, or the package run "
+                     "runs upstream's operator suite with: it goes with --speed or no purpose")
     if args.purpose == "speed" and args.core is None:
         parser.error("--speed measures the plugin in the environment of an onnxruntime package an earlier run built: "
                      "name it with --core")
@@ -316,15 +349,11 @@ def main(argv: list[str]) -> int:
         for path in given.values():
             if not path.is_file():
                 raise PackError(f"{path}: no such package")
-        plan = build_plan(bootstrap.REPO, args.purpose)
-        if args.package is not None and args.purpose != "cpu":
-            # the earlier run's plugin is tested or measured instead of built: no setting of this run's differs
-            plan |= {"outputs": [], "overrides": {"context": [], "env": [], "cmake": []}}
+        carried = {f"packages/{path.name}": path for path in given.values()}
+        plan = build_plan(bootstrap.REPO, args.purpose, **{key: f"packages/{path.name}" for key, path in given.items()})
         with tempfile.TemporaryDirectory() as scratch:
-            inputs = gather(args.mirror and args.mirror.resolve(), plan, Path(scratch))
-            for key, path in given.items():
-                plan[key] = f"packages/{path.name}"
-                inputs[plan[key]] = path
+            plan, inputs = gather(args.mirror and args.mirror.resolve(), plan, Path(scratch))
+            inputs |= carried
             packed = bundles(inputs, BUNDLE_LIMIT - PLAN_ALLOWANCE)
             write(args.dest.resolve(), packed, plan)
     except PackError as error:

@@ -4,14 +4,15 @@
 # come in the bundles scripts/device/pack.py writes, one per call:
 #   run.sh stage BUNDLE   copy a carried bundle into the machine's staging folder
 #   run.sh start          run the pipeline detached (it outlives the call); it waits for its inputs, then
-#                         package.py builds the stand-in channel and the plugin package with rattler-build,
-#                         runs the package's tests and installs it for a user (plan.json's purpose "cpu":
-#                         the CPU packages instead, installed with a plugin package an earlier run built;
-#                         "speed": the plugin, untested, measured against another build of the CUDA EP;
-#                         "cost": measures a sample of nvcc units instead)
-#   run.sh wait SECONDS   print progress until the pipeline ends or SECONDS pass, then copy report.md,
-#                         package.md and package.json, the built package in 15 MiB pieces, logs.tar.gz and a
-#                         cost run's measurements.json into $OUT
+#                         package.py does what plan.json (plan.py) says: builds the stand-in channel and the
+#                         plugin package with rattler-build, runs the package's tests, installs it for a user
+#                         and runs upstream's operator suite with it (plan.json's purpose "cpu": the CPU
+#                         packages instead, installed with a plugin package an earlier run built; "speed": the
+#                         plugin, untested, measured against another build of the CUDA EP; "cost": measures a
+#                         sample of nvcc units instead)
+#   run.sh wait SECONDS   print progress until the pipeline ends or SECONDS pass, then copy report.md (report.py),
+#                         package.json, the built package in 15 MiB pieces (pieces.py), logs.tar.gz and a cost
+#                         run's measurements.json into $OUT
 #   run.sh step NAME SECONDS COMMAND...   one step as the pipeline runs it (used by the tests)
 # README.md ("Building the plugin package on a GPU") gives the calls. GPU_RUN_DIR (default
 # /tmp/gpu-run) holds the staging folder, the work tree and the results.
@@ -34,12 +35,9 @@ note() {
     echo "$(date -u +%H:%M:%S) $*" | tee -a "${results}/progress.txt"
 }
 
-plan_get() {
-    python3 -c 'import json, sys
-value = json.load(open(sys.argv[1]))
-for key in sys.argv[2:]:
-    value = value[key]
-print("\n".join(value) if isinstance(value, list) else value)' "${plan}" "$@"
+# what the plan says (plan.py's command line): its inputs, its purpose, the plugin's build folder
+plan_says() {
+    python3 "${here}/plan.py" "${plan}" "$1"
 }
 
 # the plan's inputs not staged yet
@@ -47,7 +45,7 @@ missing() {
     local entry
     while read -r entry; do
         [[ -e "${stage}/${entry}" ]] || echo "${entry}"
-    done < <(plan_get inputs)
+    done < <(plan_says inputs)
 }
 
 wait_for_inputs() {
@@ -114,7 +112,7 @@ dump_native_stacks() {
 
 # A cost run (pack.py --cost): package.py has rattler-build lay out the build environment from the stand-in
 # channel and run build_ep_cuda.py, which configures the plugin with the recipe's own settings and stops
-# before its build step, as in a rehearsal; buildcost.py then compiles a sample of the graph's nvcc
+# before its build step (the plan's purpose), as in a rehearsal; buildcost.py then compiles a sample of the graph's nvcc
 # units, one piece per GPU target and one compile per core, until COST_END_S after the pipeline started.
 # Past that, the machine's 30 minutes leave room only for the measurement file's way back (README.md,
 # "What a release costs").
@@ -123,8 +121,8 @@ COST_END_S=1400
 measure_cost() {
     local started="$1" targets="${work}/build_targets.txt"
     rattler_build_tools
-    run_step configure 900 env PYTHONPATH="${top}/site" python3 "${top}/repo/scripts/device/package.py" \
-        --stage "${stage}" --work "${work}" --results "${results}" --configure-only
+    run_step configure 900 env PYTHONPATH="${top}/site" python3 "${here}/package.py" \
+        --stage "${stage}" --work "${work}" --results "${results}"
     if [[ ! -f "${targets}" ]]; then
         note "pipeline: the configure step named no build targets, so nothing is measured (configure.log)"
         return 0
@@ -142,7 +140,7 @@ measure_cost() {
     # shellcheck disable=SC2016  # expanded by the step's own shell
     run_step measure $(( seconds + 300 )) bash -c 'source "$1/build_env.sh" && shift && exec python3 "$@"' measure \
         "${source_dir}" "${top}/repo/scripts/buildcost.py" measure \
-        --build "${source_dir}/$(plan_get script_env ORT_BUILD_DIR)" --source "${source_dir}" "${target_args[@]}" \
+        --build "${source_dir}/$(plan_says build-dir)" --source "${source_dir}" "${target_args[@]}" \
         --out "${results}/measurements.json" --seconds "${seconds}" --jobs "$(nproc)"
 }
 
@@ -159,21 +157,16 @@ rattler_build_tools() {
 
 # The packages (plan.json's purpose "package" and "speed": the plugin; "cpu": the CPU packages): package.py builds the
 # stand-in channel from this machine's files, builds the packages with rattler-build from the device's copy
-# of the recipe, runs their tests and installs them for a user (package.py says how).
+# of the recipe (or takes an earlier run's, which the plan names), runs their tests and installs them for a
+# user (package.py says how).
 package() {
     rattler_build_tools
-    # a plugin package an earlier run built (pack.py --package): tested and installed instead of built again,
-    # or installed with the CPU packages
-    local earlier=()
-    if python3 -c 'import json, sys; sys.exit("package" not in json.load(open(sys.argv[1])))' "${plan}"; then
-        earlier=(--package "${stage}/$(plan_get package)")
-    fi
     # A plugin built with DEVICE_OVERRIDES runs on the H200 from SM 7.5 PTX, which the driver compiles at a
     # process's first model run (docs/gpu-runs/ has how long it takes). One driver cache, large enough for the
     # whole library, serves the package's tests and the user's runs, so that only the first pays for it.
     export CUDA_CACHE_PATH="${top}/cuda-cache" CUDA_CACHE_MAXSIZE=4294967296
-    run_step package 1700 env PYTHONPATH="${top}/site" python3 "${top}/repo/scripts/device/package.py" \
-        --stage "${stage}" --work "${work}" --results "${results}" "${earlier[@]}"
+    run_step package 1700 env PYTHONPATH="${top}/site" python3 "${here}/package.py" \
+        --stage "${stage}" --work "${work}" --results "${results}"
 }
 
 pipeline() {
@@ -181,7 +174,7 @@ pipeline() {
     started="$(date +%s)"
     note "pipeline: waiting for its inputs"
     wait_for_inputs
-    if [[ "$(plan_get purpose)" == cost ]]; then
+    if [[ "$(plan_says purpose)" == cost ]]; then
         measure_cost "${started}"
         return 0
     fi
@@ -190,7 +183,7 @@ pipeline() {
 
 # whatever stopped the pipeline, the report is written and `wait` stops waiting
 finish() {
-    python3 "${here}/checks.py" report "${top}" >/dev/null || note "report: checks.py failed"
+    python3 "${here}/report.py" "${top}" >/dev/null || note "report: report.py failed"
     touch "${results}/done"
     note "pipeline: done"
 }
@@ -205,14 +198,16 @@ wait_for_pipeline() {
         built="$(cat "${work}"/output/bld/*/work/conda_build.log 2>/dev/null | grep -o '^\[[0-9]*/[0-9]*\]' | tail -1 || true)"
         echo "$(date -u +%H:%M:%S) ninja ${built:-(not started)}; $(tail -n 1 "${results}/progress.txt")"
     done
-    python3 "${here}/checks.py" report "${top}"
+    python3 "${here}/report.py" "${top}"
     cp "${results}/report.md" "${OUT}/"
-    [[ ! -f "${results}/measurements.json" ]] || cp "${results}/measurements.json" "${OUT}/"
-    [[ ! -f "${results}/package.md" ]] || cp "${results}/package.md" "${results}/package.json" "${OUT}/"
-    # the built package, for the next loan: in pieces, as a file comes back from this machine up to 16 MiB
+    local kept
+    for kept in measurements.json package.json; do
+        [[ ! -f "${results}/${kept}" ]] || cp "${results}/${kept}" "${OUT}/"
+    done
+    # the built packages, for the next loan: in pieces, as a file comes back from this machine up to 16 MiB
     local built
     for built in "${work}"/output/linux-64/*.conda; do
-        [[ -f "${built}" ]] && split -b 15M -d "${built}" "${OUT}/$(basename "${built}").part-"
+        [[ ! -f "${built}" ]] || python3 "${here}/pieces.py" cut "${built}" "${OUT}" $(( 15 * 1024 * 1024 )) >/dev/null
     done
     tar -czf "${OUT}/logs.tar.gz" -C "${top}" results
 }

@@ -25,14 +25,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bootstrap  # noqa: E402
+import bootstrap
 
 bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
-import buildcost  # noqa: E402
-from feedstock.cuda_targets import nvcc_targets  # noqa: E402
-from feedstock.errors import InputError  # noqa: E402
-from feedstock.inputs import load_config  # noqa: E402
+import buildcost
+from feedstock.cuda_targets import nvcc_targets
+from feedstock.errors import InputError
+from feedstock.inputs import load_config
 
 # the build machine of every linux job (conda-forge.yml's build_platform), whose graph prices the platforms
 # that have no rehearsal of their own

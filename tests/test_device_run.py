@@ -19,29 +19,28 @@ import yaml
 from rattler_build import RenderConfig, Stage0Recipe, VariantConfig
 from rattler_build.debug import DebugSession
 
+import pack
+import package
+import pieces
+import plan as plans
+import report
+import steps
 from conftest import FLOOR_CORE_VERSION, REPO
+from feedstock.ci_support import job_file, newest_cuda_job_file
+from feedstock.inputs import load_bot_fields
+from rattler_render import render
+from standins.channel import build_channel, standins
+from standins.downloads import BUILD_PLATFORM
+from standins.environment import machine_roots
+from standins.evaluate import evaluate
+from standins.resolve import render_with_solve, variant_file
+from standins.sources import MIRROR_TREE_PATCHES, mirror_folder
+from support import upstream_source
+from support.pyenvs import core_env, run
+from support.yaml_files import read_yaml
+from test_build_scripts import shellcheck
 
 DEVICE = REPO / "scripts" / "device"
-sys.path.insert(0, str(DEVICE))
-import pack  # noqa: E402
-import package  # noqa: E402
-import pieces  # noqa: E402
-import plan as plans  # noqa: E402
-import report  # noqa: E402
-import steps  # noqa: E402
-from feedstock.ci_support import job_file, newest_cuda_job_file  # noqa: E402
-from feedstock.inputs import load_bot_fields  # noqa: E402
-from rattler_render import render  # noqa: E402
-from support.yaml_files import read_yaml  # noqa: E402
-from standins.channel import build_channel, standins  # noqa: E402
-from standins.environment import machine_roots  # noqa: E402
-from standins.evaluate import evaluate  # noqa: E402
-from standins.resolve import render_with_solve, variant_file  # noqa: E402
-from standins.downloads import BUILD_PLATFORM  # noqa: E402
-from standins.sources import MIRROR_TREE_PATCHES, mirror_folder  # noqa: E402
-from support import upstream_source  # noqa: E402
-from support.pyenvs import core_env, run  # noqa: E402
-from test_build_scripts import shellcheck  # noqa: E402
 
 
 def run_sh(top: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -140,8 +139,9 @@ def test_the_plan_carries_the_operator_suite_its_tools_and_the_tarball_it_is_in(
 def test_the_plan_carries_the_build_environment_rattler_build_renders(bundles: Path) -> None:
     plan = plans.load(bundles / "bundle-1" / "plan.json")
     # what build_ep_cuda.py reads from its environment beyond rattler-build's own variables
-    assert {"CUDA_ARCHITECTURES", "ORT_MIN_CORE_VERSION", "PLUGIN_INSTALL_PATH", "PLUGIN_MANIFEST", "PLUGIN_MANIFEST_DIR",
-            "NVCC_THREADS", "NVCC_GB_PER_THREAD", "CUDA_BUILD_JOBS", "SM90_TMA_JOBS"} <= set(plan.script_env)
+    assert {"CUDA_ARCHITECTURES", "ORT_MIN_CORE_VERSION", "PLUGIN_INSTALL_PATH", "PLUGIN_MANIFEST",
+            "PLUGIN_MANIFEST_DIR", "NVCC_THREADS", "NVCC_GB_PER_THREAD", "CUDA_BUILD_JOBS",
+            "SM90_TMA_JOBS"} <= set(plan.script_env)
     assert plan.script_env["ORT_MIN_CORE_VERSION"] == FLOOR_CORE_VERSION
 
 
@@ -175,7 +175,8 @@ def test_bundles_hold_every_input_once_and_none_is_over_the_limit(tmp_path: Path
         (tmp_path / name).write_bytes(b"x" * size)
         inputs[name] = tmp_path / name
     packed = pack.bundles(inputs, limit=10)
-    # first fit, largest first: source, then mirror (a bundle of its own), core beside source, trees and tool beside mirror
+    # first fit, largest first: source, then mirror (a bundle of its own), core beside source, trees and tool
+    # beside mirror
     assert [sorted(bundle) for bundle in packed] == [["core", "source"], ["mirror", "tool", "trees"]]
     assert all(sum(path.stat().st_size for path in bundle.values()) <= 10 for bundle in packed)
 

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
+import speed
 from conftest import FLOOR_CORE_VERSION, REPO
 from cores import NEWEST_CORE
 from support.pyenvs import core_env, run
 
 SPEED = REPO / "scripts" / "device" / "speed.py"
-sys.path.insert(0, str(SPEED.parent))
-import speed  # noqa: E402
 
 # y = Relu(MatMul(x, w)) with x's first dimension left open, as the exported models' batch is
 MODEL = """

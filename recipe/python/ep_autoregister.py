@@ -61,7 +61,7 @@ def _register_all(package_dir: str) -> list[str]:
     """Register every installed manifest; one message for each that failed."""
     try:
         # inside this package, so that nothing on sys.path (a folder in the working directory) stands in
-        import onnxruntime._conda_ep_manifest as reader  # noqa: PLC0415
+        import onnxruntime._conda_ep_manifest as reader
     except Exception as error:  # noqa: BLE001 - a broken install must not break `import onnxruntime`
         return [_skipped(__file__, f"its manifest reader cannot be imported: {error!r}")]
     prefix = reader.prefix_of(package_dir)
@@ -83,7 +83,7 @@ def _register_all(package_dir: str) -> list[str]:
     return said
 
 
-def _register(reader, path: str, prefix: str, claimed: dict[str, str]) -> str | None:  # noqa: ANN001
+def _register(reader, path: str, prefix: str, claimed: dict[str, str]) -> str | None:
     """Register the library of the manifest at `path`; why not, if it was not."""
     manifest = reader.load_manifest(path)
     library = reader.library_path(manifest, prefix)
@@ -94,7 +94,7 @@ def _register(reader, path: str, prefix: str, claimed: dict[str, str]) -> str | 
         return f"registration name {reader.shown(name)} is already used by {reader.escaped(owner)}"
     if _registered.get(name) == library:
         return None  # registered by an earlier run of this hook in this process
-    import logging  # noqa: PLC0415 - not at the top: only environments with a manifest pay for it
+    import logging  # not at the top: only environments with a manifest pay for it
 
     logging.getLogger(__name__).debug("registering %s, named by %s", library, path)
     try:

@@ -22,7 +22,7 @@ _TIMER = pytest.StashKey[threading.Timer]()
 
 
 def _log():
-    return open(os.environ["CASE_LOG"], "a", encoding="utf-8")  # noqa: SIM115  # each caller closes it
+    return open(os.environ["CASE_LOG"], "a", encoding="utf-8")  # each caller closes it
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -72,7 +72,7 @@ def iobinding_ortvalue(devices: list) -> str:
 
 
 def iobinding_torch(devices: list) -> str:
-    import torch  # noqa: PLC0415 - the machine's, from --torch-path
+    import torch  # the machine's, from --torch-path
 
     model, inputs = load_test.small_model(), load_test.model_inputs()
     run = load_test.ep_only_session(model, devices)

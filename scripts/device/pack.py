@@ -38,18 +38,18 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import bootstrap  # noqa: E402
-from cores import NEWEST_CORE  # noqa: E402
+import bootstrap
+from cores import NEWEST_CORE
 
 bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
-from feedstock.ci_support import job_file, load_jobs, newest_cuda  # noqa: E402
-from pieces import cut  # noqa: E402
-from plan import Compared, Cores, Job, OperatorSuite, Overrides, Plan, Purpose, Setting, SuiteRun  # noqa: E402
-from standins import StandinError  # noqa: E402
-from standins.evaluate import evaluate  # noqa: E402
-from standins.environment import PROTOBUF_DEBS, TOOL_WHEELS  # noqa: E402
-from standins.sources import TREES, Sources, SourcesUnavailable, from_mirror, mirror_folder  # noqa: E402
+from feedstock.ci_support import job_file, load_jobs, newest_cuda
+from pieces import cut
+from plan import Compared, Cores, Job, OperatorSuite, Overrides, Plan, Purpose, Setting, SuiteRun
+from standins import StandinError
+from standins.evaluate import evaluate
+from standins.environment import PROTOBUF_DEBS, TOOL_WHEELS
+from standins.sources import TREES, Sources, SourcesUnavailable, from_mirror, mirror_folder
 
 MIB = 1024 * 1024
 # One call carries 64 MiB; the tracked checkout travels with every bundle and must stay under the rest.

@@ -50,12 +50,10 @@ import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "scripts"))
 
-from pieces import join  # noqa: E402
-from plan import Plan, SuiteRun, load  # noqa: E402
-from steps import (HERE, PLUGIN, Run, Step, build_outputs, installed, machine_facts, plugin_manifest,  # noqa: E402
+from pieces import join
+from plan import Plan, SuiteRun, load
+from steps import (HERE, PLUGIN, Run, Step, build_outputs, installed, machine_facts, plugin_manifest,
                    plugin_package, run_in, run_tests, stand_in_channel, toolkit_version, unpack, user_check,
                    user_environment)
 
@@ -200,7 +198,7 @@ def operator_suites(run: Run, plugin_channel: Path) -> None:
                           limit=SUITE_LIMIT)
 
         with ThreadPoolExecutor(len(commands)) as pool:
-            record["runs"] = dict(zip(commands, pool.map(one, commands)))
+            record["runs"] = dict(zip(commands, pool.map(one, commands), strict=True))
         # pytest's 1: some cases failed; anything else but 0 is a suite that did not run to its end
         record["ok"] = all(status in (0, 1) for status in record["runs"].values())
 
@@ -266,8 +264,8 @@ def main(argv: list[str]) -> int:
     try:
         stand_in_channel(run)
         PURPOSES[plan.purpose](run)
-    except Exception:  # every step's outcome goes in the report, the failing one's too
-        import traceback  # noqa: PLC0415
+    except Exception:  # noqa: BLE001 - every step's outcome goes in the report, the failing one's too
+        import traceback
 
         traceback.print_exc()
         return 1

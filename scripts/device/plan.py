@@ -137,7 +137,7 @@ def _typed(kind, value, where: str):
         if issubclass(kind, tuple) and isinstance(value, list):  # a NamedTuple, which JSON keeps as a list
             if len(value) != len(hints):
                 raise PlanError(f"{where}: {len(value)} values, not {len(hints)} ({', '.join(hints)})")
-            value = dict(zip(hints, value))
+            value = dict(zip(hints, value, strict=True))
         if not isinstance(value, dict):
             raise PlanError(f"{where}: {value!r} is not a {kind.__name__}")
         unknown = set(value) - set(hints)

@@ -121,7 +121,7 @@ COST_END_S=1400
 measure_cost() {
     local started="$1" targets="${work}/build_targets.txt"
     rattler_build_tools
-    run_step configure 900 env PYTHONPATH="${top}/site" python3 "${here}/package.py" \
+    run_step configure 900 env PYTHONPATH="${top}/site:${repo}/scripts" python3 "${here}/package.py" \
         --stage "${stage}" --work "${work}" --results "${results}"
     if [[ ! -f "${targets}" ]]; then
         note "pipeline: the configure step named no build targets, so nothing is measured (configure.log)"
@@ -165,7 +165,7 @@ package() {
     # process's first model run (docs/gpu-runs/ has how long it takes). One driver cache, large enough for the
     # whole library, serves the package's tests and the user's runs, so that only the first pays for it.
     export CUDA_CACHE_PATH="${top}/cuda-cache" CUDA_CACHE_MAXSIZE=4294967296
-    run_step package 1700 env PYTHONPATH="${top}/site" python3 "${here}/package.py" \
+    run_step package 1700 env PYTHONPATH="${top}/site:${repo}/scripts" python3 "${here}/package.py" \
         --stage "${stage}" --work "${work}" --results "${results}"
 }
 

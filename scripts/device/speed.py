@@ -13,11 +13,12 @@ alone, a chain of CHAIN_NODES Adds on 64 floats a row, whose time is the EP's co
 rather than any kernel's. `measure` runs every model at each
 batch size in a fresh process of the interpreter PY (with `--path` put on its PYTHONPATH, for a wheel
 unpacked beside the environment; `--preload`: that build loads the CUDA libraries of the interpreter's
-NVIDIA wheels first, with its `preload_dlls`, as onnxruntime-gpu's users do): the session's creation time, then WARMUP runs, then RUNS timed runs
-(median and p90), the operators of the optimized graph's nodes each EP took (`domain:op_type`, with their
-count), and the process's peak GPU memory as nvidia-smi reports it (none where there is no nvidia-smi). Both sides get the same session options: the
-defaults, with `providers=[EP]` and the CPU EP's fallback left on, so that a node an EP does not take
-shows in its count instead of failing the session. `table` compares the plugin's result files with the other build's
+NVIDIA wheels first, with its `preload_dlls`, as onnxruntime-gpu's users do): the session's creation time,
+then WARMUP runs, then RUNS timed runs (median and p90), the operators of the optimized graph's nodes each EP
+took (`domain:op_type`, with their count), and the process's peak GPU memory as nvidia-smi reports it (none
+where there is no nvidia-smi). Both sides get the same session options: the defaults, with `providers=[EP]`
+and the CPU EP's fallback left on, so that a node an EP does not take shows in its count instead of failing
+the session. `table` compares the plugin's result files with the other build's
 (each side's rounds merged: the median of each case's medians) and writes Markdown with the ratio of
 each median, then the operators each model ran on the plugin's EP. `measure --profile` also records, from
 ONNX Runtime's own profiler, the mean time of each operator's nodes on the EP over the timed runs (the
@@ -50,12 +51,14 @@ CHAIN_NODES = 500
 def chain(path: Path) -> Path:
     """CHAIN_NODES Adds one after the other on a [batch, 64] float tensor: the same tiny kernel each time, so
     that a run's time is what the EP spends on each node (dispatch, launch) times the nodes."""
-    import numpy as np  # noqa: PLC0415
-    from onnx import TensorProto, helper, numpy_helper, save  # noqa: PLC0415
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper, save
 
     names = ["x", *(f"t{i}" for i in range(1, CHAIN_NODES)), "y"]
-    nodes = [helper.make_node("Add", [before, "one"], [after]) for before, after in zip(names, names[1:])]
-    graph = helper.make_graph(nodes, "add-chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+    nodes = [helper.make_node("Add", [before, "one"], [after])
+             for before, after in zip(names, names[1:], strict=False)]  # each name with the next
+    graph = helper.make_graph(nodes, "add-chain",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 64])],
                               [numpy_helper.from_array(np.ones(64, np.float32), "one")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -69,12 +72,12 @@ def export(folder: Path) -> list[Path]:
     fp16 by ONNX Runtime's own converter (onnxruntime.transformers.float16, which keeps in fp32 the
     operators that have no fp16 kernel), as fp16 ONNX models are usually made. torch's fp16 export is not
     used: its BERT binds LayerNormalization to float and float16 at once, which no core loads."""
-    import onnx  # noqa: PLC0415
-    import onnxruntime  # noqa: PLC0415
-    import torch  # noqa: PLC0415
-    import torchvision  # noqa: PLC0415
-    from onnxruntime.transformers.float16 import convert_float_to_float16  # noqa: PLC0415
-    from transformers import BertConfig, BertModel  # noqa: PLC0415
+    import onnx
+    import onnxruntime
+    import torch
+    import torchvision
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+    from transformers import BertConfig, BertModel
 
     class Encoder(torch.nn.Module):
         """BertModel called by keyword, as transformers 5's forward takes its other arguments by keyword
@@ -84,19 +87,20 @@ def export(folder: Path) -> list[Path]:
             super().__init__()
             self.bert = BertModel(BertConfig())
 
-        def forward(self, input_ids, attention_mask):  # noqa: ANN001, ANN202
+        def forward(self, input_ids, attention_mask):
             return self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
     folder.mkdir(parents=True, exist_ok=True)
     ids = torch.randint(0, BertConfig().vocab_size, (1, BERT_SEQUENCE))
     written = []
-    for name, model, inputs, names in (("bert", Encoder(), (ids, torch.ones_like(ids)), ["input_ids", "attention_mask"]),
+    for name, model, inputs, names in (("bert", Encoder(), (ids, torch.ones_like(ids)),
+                                        ["input_ids", "attention_mask"]),
                                        ("resnet50", torchvision.models.resnet50(), (torch.rand(1, 3, IMAGE, IMAGE),),
                                         ["image"])):
         path = folder / f"{name}-fp32.onnx"
         with torch.no_grad():
-            torch.onnx.export(model.eval(), inputs, str(path), input_names=names, output_names=["out"], opset_version=17,
-                              dynamic_axes={n: {0: "batch"} for n in names}, dynamo=False)
+            torch.onnx.export(model.eval(), inputs, str(path), input_names=names, output_names=["out"],
+                              opset_version=17, dynamic_axes={n: {0: "batch"} for n in names}, dynamo=False)
         half = folder / f"{name}-fp16.onnx"
         onnx.save(convert_float_to_float16(onnx.load(str(path)), keep_io_types=False), str(half))
         written += [path, half]
@@ -109,7 +113,7 @@ def export(folder: Path) -> list[Path]:
 
 def feeds(session, batch: int) -> dict:
     """Inputs of the session's types, with the open batch dimension set to `batch` and token ids in range."""
-    import numpy as np  # noqa: PLC0415
+    import numpy as np
 
     types = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
              "tensor(int32)": np.int32}
@@ -118,7 +122,8 @@ def feeds(session, batch: int) -> dict:
     for item in session.get_inputs():
         shape = [batch if not isinstance(d, int) else d for d in item.shape]
         kind = types[item.type]
-        made[item.name] = (rng.integers(0, 1000, shape) if np.issubdtype(kind, np.integer) else rng.random(shape)).astype(kind)
+        values = rng.integers(0, 1000, shape) if np.issubdtype(kind, np.integer) else rng.random(shape)
+        made[item.name] = values.astype(kind)
     return made
 
 
@@ -140,9 +145,9 @@ def operator_times(profile: Path, ep: str, warmup: int) -> dict[str, float]:
 
 def one(model: Path, batch: int, ep: str, warmup: int, runs: int, preload: bool, profile: bool) -> dict:
     """One model at one batch size in this process: what `measure` records."""
-    import tempfile  # noqa: PLC0415
+    import tempfile
 
-    import onnxruntime as ort  # noqa: PLC0415
+    import onnxruntime as ort
 
     if preload:
         ort.preload_dlls()
@@ -189,8 +194,8 @@ class PeakMemory:
 
     def poll(self) -> None:
         while not self.stop.is_set():
-            said = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                                  capture_output=True, text=True).stdout
+            query = ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]
+            said = subprocess.run(query, capture_output=True, text=True).stdout
             for line in said.splitlines():
                 pid, _, used = line.partition(",")
                 if pid.strip() == str(self.pid) and used.strip().isdigit():
@@ -214,7 +219,8 @@ def measure(args: argparse.Namespace) -> int:
         for batch in args.batches:
             command = [args.python, __file__, "one", str(model), str(batch), args.ep, str(args.warmup), str(args.runs),
                        str(int(args.preload)), str(int(args.profile))]
-            child = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            child = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
             memory = PeakMemory(child.pid)
             try:
                 out, err = child.communicate(timeout=CASE_SECONDS)
@@ -272,8 +278,8 @@ def table(plugin: dict, other: dict) -> str:
     for mine in plugin["cases"]:
         them = theirs.get((mine["model"], mine["batch"]), {})
         if "median_ms" not in mine or "median_ms" not in them:
-            rows.append(f"| {mine['model']} | {mine['batch']} | {mine.get('error', '')[:80]} | {them.get('error', '')[:80]} "
-                        "| | | | |")
+            rows.append(f"| {mine['model']} | {mine['batch']} | {mine.get('error', '')[:80]} "
+                        f"| {them.get('error', '')[:80]} | | | | |")
             continue
         rows.append(f"| {mine['model']} | {mine['batch']} | {mine['median_ms']} / {mine['p90_ms']} | "
                     f"{them['median_ms']} / {them['p90_ms']} | {them['median_ms'] / mine['median_ms']:.3f} | "
@@ -305,8 +311,8 @@ def profiles(plugin: dict, other: dict) -> str:
         for name in sorted({*mine["operator_us"], *them["operator_us"]}):
             micro, there = mine["operator_us"].get(name), them["operator_us"].get(name)
             gap = "" if None in (micro, there) else f"{(there - micro) * counts.get(name, 0):.0f}"
-            rows.append(f"| {mine['model']} | {mine['batch']} | {name} | {counts.get(name, 0)} | {'' if micro is None else micro} | "
-                        f"{'' if there is None else there} | {gap} |")
+            rows.append(f"| {mine['model']} | {mine['batch']} | {name} | {counts.get(name, 0)} "
+                        f"| {'' if micro is None else micro} | {'' if there is None else there} | {gap} |")
     return "\n".join(rows) + "\n"
 
 

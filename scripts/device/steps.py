@@ -18,15 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "scripts"))
 
-from plan import Job, Plan  # noqa: E402
-from feedstock.shipped_manifest import manifest_dir  # noqa: E402
-from recipe_code import RECIPE  # noqa: E402
-from standins.channel import build_channel, standins  # noqa: E402
-from standins.environment import Said, machine_roots, recipe_copy  # noqa: E402
-from standins.resolve import variant_file  # noqa: E402
-from standins.sources import MIRROR_TREE_PATCHES, TREES, place_trees  # noqa: E402
+from plan import Job, Plan
+from feedstock.shipped_manifest import manifest_dir
+from recipe_code import RECIPE
+from standins.channel import build_channel, standins
+from standins.environment import Said, machine_roots, recipe_copy
+from standins.resolve import variant_file
+from standins.sources import MIRROR_TREE_PATCHES, TREES, place_trees
 
 PLUGIN = "onnxruntime-ep-cuda"
 HERE = Path(__file__).resolve().parent
@@ -123,7 +122,7 @@ def stand_in_channel(run: Run) -> None:
         chosen = sorted({s for path, overrides in jobs.items() for s in standins([path], values, overrides=overrides)},
                         key=lambda s: (s.name, s.version, s.build))
         shutil.rmtree(run.channel, ignore_errors=True)
-        import nvidia.cudnn  # noqa: PLC0415
+        import nvidia.cudnn
 
         run.roots = machine_roots(run.stage / "wheels", sorted(run.stage.glob("debs/*.deb")), run.work, run.toolkit,
                                   Path(list(nvidia.cudnn.__path__)[0]))
@@ -161,7 +160,7 @@ def unpack_sources(stage: Path, work: Path, plan: Plan) -> tuple[Path, dict[str,
 
 
 def conda_facts(package: Path) -> dict:
-    from rattler_build import Package  # noqa: PLC0415
+    from rattler_build import Package
 
     built = Package.from_file(package)
     return {"file": package.name, "bytes": package.stat().st_size, "depends": list(built.depends),
@@ -180,8 +179,8 @@ def linking_findings(said: list[str]) -> list[str]:
 def user_environment(channels: list[str], specs: list[str], prefix: Path) -> list[str]:
     """`specs` solved and installed by rattler, as a user's conda would, from the channels in their order
     (strict priority: a name the first channel has comes from it alone)."""
-    import rattler  # noqa: PLC0415
-    from rattler import VirtualPackage, VirtualPackageOverrides  # noqa: PLC0415
+    import rattler
+    from rattler import VirtualPackage, VirtualPackageOverrides
 
     virtual = VirtualPackage.detect(VirtualPackageOverrides.from_env())
     records = asyncio.run(rattler.solve(sources=channels, specs=specs, platforms=["linux-64", "noarch"],
@@ -213,7 +212,7 @@ def run_in(prefix: Path, arguments: list[str], log: Path, extra_path: str = "", 
 
 def local_channel(packages: list[Path], channel: Path) -> None:
     """The packages in a channel of their own, indexed."""
-    import rattler.index  # noqa: PLC0415
+    import rattler.index
 
     shutil.rmtree(channel, ignore_errors=True)
     (channel / "linux-64").mkdir(parents=True)
@@ -225,7 +224,7 @@ def local_channel(packages: list[Path], channel: Path) -> None:
 def build_outputs(run: Run, configure_only: bool = False) -> list[Path]:
     """Each output of the plan built by rattler-build from the device's copy of the recipe, for the plan's first
     job; with `configure_only`, each build script stops at its build step (REHEARSAL_TARGETS_FILE)."""
-    from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig  # noqa: PLC0415
+    from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
 
     plan, output = run.plan, run.output
     # a package an earlier pipeline built in this work folder is kept only for the same settings
@@ -273,7 +272,7 @@ def build_outputs(run: Run, configure_only: bool = False) -> list[Path]:
             (package,) = output.glob(made)
             run.results.setdefault("packages", []).append(conda_facts(package))
             built.append(package)
-    import rattler.index  # noqa: PLC0415
+    import rattler.index
 
     # the kept packages with the new ones, for the tests' and the user's solver
     asyncio.run(rattler.index.index_fs(output))
@@ -293,7 +292,7 @@ def plugin_package(run: Run) -> tuple[Path, Path]:
 
 def run_tests(package: Path, channels: list[str], results: dict) -> None:
     """The package's own tests, run by rattler-build one by one."""
-    from rattler_build import Package  # noqa: PLC0415
+    from rattler_build import Package
 
     built_package = Package.from_file(package)
     name = built_package.name
@@ -304,7 +303,8 @@ def run_tests(package: Path, channels: list[str], results: dict) -> None:
             try:
                 outcome = built_package.run_test(index, channel=channels, progress_callback=said)
                 success, lines = outcome.success, outcome.output
-            except Exception as error:  # rattler-build raises for a test that fails: record it, run the next
+            # rattler-build raises for a test that fails: record it, run the next
+            except Exception as error:  # noqa: BLE001
                 success, lines = False, [*said.lines, f"{type(error).__name__}: {error}"]
             said = "\n".join(lines) if isinstance(lines, list) else str(lines)
             record["results"].append({"index": index, "success": success, "output": said[-6000:],

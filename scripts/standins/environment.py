@@ -306,8 +306,8 @@ def debug_session(recipe_dir: Path, variants: Path, output: str, target_platform
                   output_dir: Path):
     """rattler-build's build of `output` up to its script: its environments solved from `channel` and
     installed, the source copied and patched, the script written (DebugSession)."""
-    from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig  # noqa: PLC0415
-    from rattler_build.debug import DebugSession  # noqa: PLC0415
+    from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe, VariantConfig
+    from rattler_build.debug import DebugSession
 
     platform = PlatformConfig(target_platform=target_platform, host_platform=target_platform,
                               build_platform=BUILD_PLATFORM)

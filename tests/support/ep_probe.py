@@ -27,7 +27,7 @@ def _warnings_of(action: Callable[[], object]) -> list[dict[str, str]]:
 
 
 def _attempt(register: Callable[[str, str], object], name: str, library: str) -> str:
-    import onnxruntime  # noqa: PLC0415
+    import onnxruntime
 
     try:
         register(name, library)
@@ -43,7 +43,7 @@ def main() -> None:
     args = parser.parse_args()
 
     report: dict[str, object] = {"warnings": _warnings_of(lambda: importlib.import_module("onnxruntime"))}
-    import onnxruntime  # noqa: PLC0415 - imported above, under the warnings recorder
+    import onnxruntime  # imported above, under the warnings recorder
 
     if args.reload:
         report["reload_warnings"] = _warnings_of(lambda: importlib.reload(onnxruntime))

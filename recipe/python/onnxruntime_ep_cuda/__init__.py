@@ -49,7 +49,7 @@ def _prefix() -> str:
 
 def _package() -> str:
     """The plugin's conda package, from the copy of its manifest that ships with this module."""
-    import json  # noqa: PLC0415 - not at the top: only a helper call pays for it
+    import json  # not at the top: only a helper call pays for it
 
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "plugin_manifest.json"), encoding="utf-8") as f:
         package: str = json.load(f)["package"]

@@ -101,7 +101,7 @@ def manifest_paths(prefix: str) -> list[str]:
 
 def load_manifest(path: str) -> PluginManifest:
     """The validated manifest at `path`. Its library is checked only for shape, not for location."""
-    import json  # noqa: PLC0415 - not at the top: only environments with a manifest pay for it
+    import json  # not at the top: only environments with a manifest pay for it
 
     try:
         data = json.loads(_read(path).decode("utf-8"))

@@ -24,7 +24,6 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bootstrap
 
 bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
@@ -131,7 +130,7 @@ def kinds_table(measurements: dict, units: list[buildcost.Unit]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--graph", type=Path, nargs="+", help="plugin rehearsals' work folders, one per platform")
     parser.add_argument("--measurements", type=Path, help="a measurement file (default: the newest in docs/build-cost)")
@@ -165,4 +164,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

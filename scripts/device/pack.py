@@ -37,6 +37,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+# the one command here that runs before .venv/ exists: bootstrap.py, which makes it, is one folder up
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bootstrap
 from cores import NEWEST_CORE

@@ -25,7 +25,7 @@ import pieces
 import plan as plans
 import report
 import steps
-from conftest import FLOOR_CORE_VERSION, REPO
+from conftest import CONFIG, FLOOR_CORE_VERSION, REPO
 from feedstock.ci_support import job_file, newest_cuda_job_file
 from feedstock.inputs import load_bot_fields
 from rattler_render import render
@@ -367,18 +367,23 @@ def test_the_device_copy_of_the_recipe_carries_each_override_and_renders_for_the
 
 
 
+@pytest.mark.parametrize(("novec", "suffix", "outputs"), [
+    (False, "", {CONFIG.outputs.cpp.name, CONFIG.outputs.python.name}),
+    (True, "-novec", {CONFIG.outputs.cpp.novec_name, CONFIG.outputs.python.novec_name})], ids=["vectorized", "novec"])
 def test_the_cpu_packages_copy_builds_them_offline_with_the_cpu_overrides_and_leaves_the_plugin_as_committed(
-        tmp_path: Path) -> None:
-    """pack.py --cpu: the CPU outputs of the CPU job (Python: the machine's 3.12) take the toolchain file with
-    the CPU overrides and the mirror, and no cutlass tree; the plugin renders as the committed recipe has it."""
-    plan = pack.build_plan(REPO, "cpu")
+        tmp_path: Path, novec: bool, suffix: str, outputs: set[str]) -> None:
+    """pack.py --cpu [--novec]: the CPU outputs of the (-novec) CPU job (Python: the machine's 3.12) take the
+    toolchain file with the CPU overrides and the mirror, and no cutlass tree; the plugin renders as the
+    committed recipe has it."""
+    plan = pack.build_plan(REPO, "cpu", novec=novec)
+    assert plan.jobs[0].file == str(job_file(REPO, "linux-64", None, suffix).relative_to(REPO))
     recipe_dir, _ = steps.device_recipe(plan, tmp_path, tmp_path / "src", tmp_path / "mirror", configure_only=False,
                                         cuda="13.0")
-    lists = read_yaml(job_file(REPO, "linux-64", None)) | {"python": ["3.12.* *_cpython"]}
+    lists = read_yaml(job_file(REPO, "linux-64", None, suffix)) | {"python": ["3.12.* *_cpython"]}
     for key in ("channel_sources", "channel_targets"):
         lists.pop(key)
     rendered = {r.name: r.recipe for r in render(recipe_dir / "recipe.yaml", lists, "linux-64", "linux-64")}
-    assert set(rendered) == set(plan.outputs) == {"onnxruntime-cpp", "onnxruntime"}
+    assert set(rendered) == set(plan.outputs) == outputs
     for name in plan.outputs:
         toolchain = Path(rendered[name]["build"]["script"]["env"]["CMAKE_TOOLCHAIN_FILE"]).read_text()
         assert 'set(onnxruntime_BUILD_UNIT_TESTS "OFF" CACHE STRING "" FORCE)' in toolchain
@@ -390,6 +395,15 @@ def test_the_cpu_packages_copy_builds_them_offline_with_the_cpu_overrides_and_le
     plugins = [r.recipe for r in render(recipe_dir / "recipe.yaml", cuda_lists, "linux-64", "linux-64")
                if r.name == steps.PLUGIN]
     assert plugins and all("CMAKE_TOOLCHAIN_FILE" not in plugin["build"]["script"]["env"] for plugin in plugins)
+
+
+@pytest.mark.parametrize("purpose", [[], ["--cost"], ["--speed", "--core", "x.conda"]],
+                         ids=["package", "cost", "speed"])
+def test_novec_goes_with_the_cpu_packages_alone(purpose: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        pack.main(["--novec", *purpose])
+    assert stopped.value.code == 2
+    assert "--novec builds the -novec CPU packages: it goes with --cpu" in capsys.readouterr().err
 
 
 @pytest.mark.slow

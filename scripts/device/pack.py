@@ -45,6 +45,8 @@ from cores import NEWEST_CORE
 bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
 
 from feedstock.ci_support import job_file, load_jobs, newest_cuda
+from feedstock.inputs import load_config
+from feedstock.rendering import NOVEC
 from pieces import cut
 from plan import Compared, Cores, Job, OperatorSuite, Overrides, Plan, Purpose, Setting, SuiteRun
 from standins import StandinError
@@ -119,7 +121,6 @@ CPU_OVERRIDES = Overrides(
                 "folder, outside CMake's find root; the stand-in carries those headers where conda's python has them"),
     ),
 )
-CPU_OUTPUTS = ("onnxruntime-cpp", "onnxruntime")
 
 # The plugin whose speed is compared (--speed): the recipe's settings for the kernels the compared models
 # run, with the machine's own GPU in the list, each difference with its reason
@@ -179,13 +180,22 @@ def suite_runs(cores: Cores, version: str, feedstock_core: bool) -> tuple[SuiteR
             SuiteRun(f"operators-without-cudnn-{cores.newest}", cores.newest, cudnn=False))
 
 
+def cpu_outputs(feedstock: Path, novec: bool) -> tuple[str, str]:
+    """The CPU packages the config names: onnxruntime-cpp and onnxruntime, or their -novec twins."""
+    outputs = load_config(feedstock).outputs
+    if novec:
+        return outputs.cpp.novec_name, outputs.python.novec_name
+    return outputs.cpp.name, outputs.python.name
+
+
 def build_plan(feedstock: Path, purpose: Purpose = "package", package: str | None = None,
-               core: str | None = None) -> Plan:
+               core: str | None = None, novec: bool = False) -> Plan:
     """What the run builds, for the newest linux-64 CUDA job; `package` and `core`, earlier runs' plugin and
     onnxruntime by their paths in the bundles. `package`: the plugin as rattler-build evaluates it, with the
     device overrides (or `package`, built before), the cores its tests load it into, and upstream's operator
     suite; `cost` (scripts/buildcost.py): the plugin with the recipe's own settings; `cpu`: the CPU packages of
-    the CPU job, whose user's environment takes its CUDA libraries from the CUDA job's stand-ins; `speed`: the
+    the CPU job (`novec`: the -novec one's), whose user's environment takes its CUDA libraries from the CUDA job's
+    stand-ins; `speed`: the
     plugin with the speed overrides (or `package`), untested (the package run tests the plugin), in the
     environment of `core`, and the wheel it is compared with."""
     cuda = newest_cuda(load_jobs(feedstock), "linux-64")
@@ -197,10 +207,10 @@ def build_plan(feedstock: Path, purpose: Purpose = "package", package: str | Non
     # the CPU job's stand-ins are what onnxruntime installs with, the CUDA job's what the plugin does; the first
     # job is the one built
     cuda_job = Job(str(job_file(feedstock, "linux-64", cuda).relative_to(feedstock)), cuda)
-    cpu_job = Job(str(job_file(feedstock, "linux-64", None).relative_to(feedstock)))
+    cpu_job = Job(str(job_file(feedstock, "linux-64", None, NOVEC if novec else "").relative_to(feedstock)))
     earlier = {"package": package, "core": core}
     if purpose == "cpu":
-        return Plan(purpose, version, (cpu_job, cuda_job), CPU_OUTPUTS, CPU_OVERRIDES, **earlier)
+        return Plan(purpose, version, (cpu_job, cuda_job), cpu_outputs(feedstock, novec), CPU_OVERRIDES, **earlier)
     # an earlier run's plugin is tested or measured instead of built: no setting of this run's differs
     built = {"outputs": (), "overrides": Overrides()} if package else {"outputs": (PLUGIN,)}
     if purpose == "speed":
@@ -333,6 +343,8 @@ def main(argv: list[str]) -> int:
                          help="a cost run: the recipe's own settings, a sample of nvcc units compiled, no tests")
     purpose.add_argument("--cpu", action="store_const", dest="purpose", const="cpu",
                          help="the CPU packages, built and tested")
+    parser.add_argument("--novec", action="store_true",
+                        help="with --cpu: the -novec CPU packages (onnxruntime_DONT_VECTORIZE), of the -novec CPU job")
     purpose.add_argument("--speed", action="store_const", dest="purpose", const="speed",
                          help=f"the speed comparison: the plugin (built, or --package) in --core's environment against "
                               f"{COMPARED}")
@@ -343,6 +355,8 @@ def main(argv: list[str]) -> int:
     if args.purpose == "speed" and args.core is None:
         parser.error("--speed measures the plugin in the environment of an onnxruntime package an earlier run built: "
                      "name it with --core")
+    if args.novec and args.purpose != "cpu":
+        parser.error("--novec builds the -novec CPU packages: it goes with --cpu")
     if args.purpose == "cost" and args.package is not None:
         parser.error("--cost measures the build of the recipe's plugin: it takes no --package")
     given = {key: path for key, path in (("core", args.core), ("package", args.package)) if path is not None}
@@ -351,7 +365,8 @@ def main(argv: list[str]) -> int:
             if not path.is_file():
                 raise PackError(f"{path}: no such package")
         carried = {f"packages/{path.name}": path for path in given.values()}
-        plan = build_plan(bootstrap.REPO, args.purpose, **{key: f"packages/{path.name}" for key, path in given.items()})
+        plan = build_plan(bootstrap.REPO, args.purpose, novec=args.novec,
+                          **{key: f"packages/{path.name}" for key, path in given.items()})
         with tempfile.TemporaryDirectory() as scratch:
             plan, inputs = gather(args.mirror and args.mirror.resolve(), plan, Path(scratch))
             inputs |= carried

@@ -23,10 +23,11 @@ Run on the GPU machine by run.sh, from the bundles pack.py wrote (STAGE: their c
      first. Then upstream's operator suite (the plan's `operator_suite`, from the source tarball), once per
      run the plan names: a core each, this feedstock's own where the plan carries it, and once with cuDNN
      hidden;
-   - cpu, with the plan's `package` from an earlier run: `onnxruntime onnxruntime-cpp onnxruntime-ep-cuda`,
-     all this feedstock's; `import onnxruntime` registers the plugin and `providers=["CUDAExecutionProvider"]`
-     runs the model on the GPU (user_check.py), and a C++ program built against onnxruntime-cpp's CMake
-     package registers it from its manifest and runs it too (consumer/);
+   - cpu, with the plan's `package` from an earlier run: the plan's CPU packages (`onnxruntime onnxruntime-cpp`,
+     or their -novec twins) with `onnxruntime-ep-cuda onnx`, all this feedstock's; `import onnxruntime`
+     registers the plugin and `providers=["CUDAExecutionProvider"]` runs the model on the GPU (user_check.py),
+     and a C++ program built against the CPU C++ package's CMake package registers it from its manifest and
+     runs it too (consumer/);
    - speed, with the plugin built here or the plan's `package`, and the plan's `core` (this feedstock's
      onnxruntime) from an earlier run: `onnxruntime onnxruntime-ep-cuda onnx`, user_check.py as above, then
      speed.py's models measured in that environment and with the compared wheel (the plan's `compare`,
@@ -88,7 +89,7 @@ def plugin(run: Run) -> None:
                 "user-run-after-torch": run_in(prefix, [python, *torch_first],
                                                run.results_dir / "user-run-after-torch.log")}
 
-    installed(run, [channel], [], uses)
+    installed(run, [channel], ["onnxruntime"], uses)
     if run.plan.operator_suite is not None:
         operator_suites(run, channel)
 
@@ -115,14 +116,14 @@ def cpu(run: Run) -> None:
                                             str(run.results_dir / "model.onnx")],
                                    run.results_dir / "user-cpp.log", extra_path=tools)}
 
-    installed(run, [run.output, run.earlier("package")], ["onnxruntime-cpp"], uses)
+    installed(run, [run.output, run.earlier("package")], list(run.plan.outputs), uses)
 
 
 def speed(run: Run) -> None:
     """`speed`: the plugin, untested (the package run tests it), in the environment of this feedstock's
     onnxruntime from an earlier run, measured against the compared wheel."""
     _, channel = plugin_package(run)
-    prefix = installed(run, [channel, run.earlier("core")], [],
+    prefix = installed(run, [channel, run.earlier("core")], ["onnxruntime"],
                        lambda prefix, _manifest: {"user-python": user_check(prefix, run.results_dir)})
     with Step(run.results, "speed") as record:
         record |= compare_speed(prefix, run)

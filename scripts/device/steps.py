@@ -314,13 +314,14 @@ def run_tests(package: Path, channels: list[str], results: dict) -> None:
 
 
 def installed(run: Run, channels: list[Path], specs: list[str], uses) -> Path:
-    """The `install` step: `onnxruntime`, the plugin and `onnx`, and `specs`, in a user's environment from
-    `channels` and the stand-ins; `uses(prefix, manifest)` is what the user does there (each run's exit status by
-    its name, its log results/<name>.log), then gpu_features.py. Returns the environment."""
+    """The `install` step: `specs` (the onnxruntime packages: the stand-ins' or an earlier run's core, or the CPU
+    packages just built), the plugin and `onnx`, in a user's environment from `channels` and the stand-ins;
+    `uses(prefix, manifest)` is what the user does there (each run's exit status by its name, its log
+    results/<name>.log), then gpu_features.py. Returns the environment."""
     with Step(run.results, "install") as record:
         prefix = run.work / "user-env"
         record["packages"] = user_environment([*(c.as_uri() for c in channels), run.channel.as_uri()],
-                                              ["onnxruntime", PLUGIN, "onnx", *specs], prefix)
+                                              [*specs, PLUGIN, "onnx"], prefix)
         record["manifest"] = plugin_manifest(prefix)
         record["runs"] = uses(prefix, record["manifest"])
         record["ok"] = not any(record["runs"].values())

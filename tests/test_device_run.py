@@ -1,6 +1,6 @@
 """The GPU run's pieces that run here: scripts/device/pack.py's plan and bundles, run.sh's staging, argument
 handling and time-limited steps, package.py's operator suite command, and report.py's report. The build and
-the GPU steps run only on the GPU machine (README.md, "Building the plugin package on a GPU")."""
+the GPU steps run only on the GPU machine (docs/gpu-machine.md, "Building the plugin package on a GPU")."""
 
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ from support.yaml_files import read_yaml
 from test_build_scripts import shellcheck
 
 DEVICE = REPO / "scripts" / "device"
+# the GPU runs' commands, for whoever runs them
+GPU_MACHINE_DOC = REPO / "docs" / "gpu-machine.md"
 
 
 def run_sh(top: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -228,11 +230,11 @@ def test_a_plan_that_is_not_one_is_refused_saying_where(tmp_path: Path, change, 
     assert said.returncode == 2 and message in said.stderr
 
 
-def test_every_command_line_of_the_gpu_run_is_one_it_runs_or_the_readme_gives() -> None:
-    """A script of scripts/device that neither run.sh, package.py nor README.md runs is dead, though the code its
-    own command line calls looks alive."""
+def test_every_command_line_of_the_gpu_run_is_one_it_runs_or_its_doc_gives() -> None:
+    """A script of scripts/device that neither run.sh, package.py nor docs/gpu-machine.md runs is dead, though the
+    code its own command line calls looks alive."""
     runners = "".join((DEVICE / name).read_text() for name in ("run.sh", "package.py", "steps.py"))
-    runners += (REPO / "README.md").read_text()
+    runners += GPU_MACHINE_DOC.read_text()
     scripts = [path.name for path in DEVICE.glob("*.py") if 'if __name__ == "__main__":' in path.read_text()]
     assert "plan.py" in scripts and "report.py" in scripts
     assert [name for name in scripts if name not in runners] == []
@@ -297,9 +299,9 @@ def test_pieces_put_together_wrong_are_refused(tmp_path: Path) -> None:
     assert result.returncode == 1 and "differ from the file cut" in result.stderr
 
 
-def test_wait_returns_the_built_package_in_pieces_that_the_readmes_command_joins(tmp_path: Path) -> None:
-    """run.sh's `wait` cuts each built package into pieces a call brings back (16 MiB a file); README.md's
-    command puts them together here."""
+def test_wait_returns_the_built_package_in_pieces_that_the_docs_command_joins(tmp_path: Path) -> None:
+    """run.sh's `wait` cuts each built package into pieces a call brings back (16 MiB a file);
+    docs/gpu-machine.md's command puts them together here."""
     top = tmp_path / "run"
     (top / "stage").mkdir(parents=True)
     pack.build_plan(REPO).write(top / "stage" / "plan.json")
@@ -315,9 +317,8 @@ def test_wait_returns_the_built_package_in_pieces_that_the_readmes_command_joins
     assert [p for p in returned if p.startswith(built.name)] == [
         f"{built.name}.part-000", f"{built.name}.part-001", f"{built.name}.sha256"]
     assert all((top / "out" / p).stat().st_size <= 16 * 1024 * 1024 for p in returned)
-    readme = (REPO / "README.md").read_text()
-    joining = re.search(r"`python3 scripts/device/pieces\.py join (\S+) (\S+)`", readme)
-    assert joining, "README.md gives no command that joins the pieces"
+    joining = re.search(r"`python3 scripts/device/pieces\.py join (\S+) (\S+)`", GPU_MACHINE_DOC.read_text())
+    assert joining, "docs/gpu-machine.md gives no command that joins the pieces"
     joined = subprocess.run([sys.executable, str(DEVICE / "pieces.py"), "join", str(top / "out"),
                              str(tmp_path / "here")], capture_output=True, text=True)
     assert joined.returncode == 0, joined.stderr

@@ -1,28 +1,29 @@
 #!/usr/bin/env python3
 """Lay out what a run on the GPU machine needs, in bundles that each fit one call's transfer.
 
-    python3 scripts/device/pack.py [--mirror DIR] [--dest DIR] [--cost | --cpu] [--package PLUGIN] [--core ORT]
+    python3 scripts/device/pack.py [--mirror DIR] [--dest DIR] [--package PLUGIN] [--core ORT]
+    python3 scripts/device/pack.py --cost [--mirror DIR] [--dest DIR]
+    python3 scripts/device/pack.py --cpu [--novec] [--mirror DIR] [--dest DIR] [--package PLUGIN]
     python3 scripts/device/pack.py --speed --core ORT [--mirror DIR] [--dest DIR] [--package PLUGIN]
 
-The GPU machine has no network, and one call carries at most 64 MiB: the checkout plus the folders
-named in `carry`. The sources, from a mirror folder laid out as scripts/standins/sources.py describes
-(ONNX Runtime's `.tar.zst` tarball, the archives its CMake fetches, the cutlass/cudnn_frontend trees),
-protoc and zstd from Debian, and the ONNX Runtime cores and the tools from PyPI are split into
-DEST/bundle-N folders of at most BUNDLE_LIMIT bytes each. DEST/bundle-1/plan.json (plan.py's Plan) says
-what the run builds and tests, with which cores, and which settings differ from conda-forge's build
-(`DEVICE_OVERRIDES`, each with its reason); run.sh and package.py on the GPU machine read it. README.md
-("Building the plugin package on a GPU") gives the calls. The package run also runs upstream's operator
-suite (`OPERATOR_SUITE`, in the tarball) with the floor core, the newest, the newest with cuDNN hidden, and
-with --core this feedstock's onnxruntime from an earlier run. With --cost it plans a cost run instead
-(README.md, "What a release costs"): the recipe's own settings, its architecture list and floor those of
-the newest CUDA job (`cost_overrides`). With --cpu it plans the CPU packages instead (`onnxruntime-cpp`,
-and `onnxruntime` for the machine's Python), and with --package a user's environment of them and that
-plugin package after they are built (README.md, "The CPU packages on the GPU machine"). With --speed it
-plans the speed comparison: the plugin built with SASS for the machine's GPU (`SPEED_PLUGIN_OVERRIDES`;
-with --package, that earlier run's plugin instead), in a user's environment with the onnxruntime package
-an earlier run built (--core), measured against onnxruntime-gpu's wheel of the same version, which travels
-in pieces (pieces.py; README.md, "How fast the plugin is measured").
-Exit 0 when the bundles are written, 2 when an input is missing.
+The GPU machine has no network, and one call carries at most 64 MiB: the checkout plus the folders named in
+`carry`. The sources, from a mirror folder laid out as scripts/standins/sources.py describes (ONNX Runtime's
+`.tar.zst` tarball, the archives its CMake fetches, the cutlass/cudnn_frontend trees), protoc and zstd from
+Debian, and the ONNX Runtime cores and the tools from PyPI are split into DEST/bundle-N folders of at most
+BUNDLE_LIMIT bytes each. DEST/bundle-1/plan.json (plan.py's Plan) says what the run builds and tests, with which
+cores, and which settings differ from conda-forge's build (`DEVICE_OVERRIDES`, each with its reason); run.sh and
+package.py on the GPU machine read it. docs/gpu-machine.md ("Building the plugin package on a GPU") gives the
+calls. The package run also runs upstream's operator suite (`OPERATOR_SUITE`, in the tarball) with the floor
+core, the newest, the newest with cuDNN hidden, and with --core this feedstock's onnxruntime from an earlier
+run. With --cost it plans a cost run instead (README.md, "What a release costs"): the recipe's own settings, its
+architecture list and floor those of the newest CUDA job (`cost_overrides`). With --cpu it plans the CPU
+packages instead (`onnxruntime-cpp`, and `onnxruntime` for the machine's Python; --novec: their -novec twins),
+and with --package a user's environment of them and that plugin package after they are built
+(docs/gpu-machine.md, "The CPU packages on the GPU machine"). With --speed it plans the speed comparison: the
+plugin built with SASS for the machine's GPU (`SPEED_PLUGIN_OVERRIDES`; with --package, that earlier run's
+plugin instead), in a user's environment with the onnxruntime package an earlier run built (--core), measured
+against onnxruntime-gpu's wheel of the same version, which travels in pieces (pieces.py; docs/gpu-machine.md,
+"How fast the plugin is measured"). Exit 0 when the bundles are written, 2 when an input is missing.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@
     python3 pieces.py join FOLDER INTO        each file cut into FOLDER, whole again in INTO, checked
 
 A call to the GPU machine carries at most 64 MiB there (pack.py cuts the compared wheel into the bundles) and
-16 MiB a file back (run.sh cuts the built packages into $OUT); README.md, "Building the plugin package on a
-GPU", joins those. The standard library alone: the GPU machine's image Python runs it.
+16 MiB a file back (run.sh cuts the built packages into $OUT); docs/gpu-machine.md, "Building the plugin package on
+a GPU", joins those. The standard library alone: the GPU machine's image Python runs it.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@
 #                         package.json, the built package in 15 MiB pieces (pieces.py), logs.tar.gz and a cost
 #                         run's measurements.json into $OUT
 #   run.sh step NAME SECONDS COMMAND...   one step as the pipeline runs it (used by the tests)
-# README.md ("Building the plugin package on a GPU") gives the calls. GPU_RUN_DIR (default
+# docs/gpu-machine.md ("Building the plugin package on a GPU") gives the calls. GPU_RUN_DIR (default
 # /tmp/gpu-run) holds the staging folder, the work tree and the results.
 set -euo pipefail
 

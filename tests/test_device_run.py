@@ -299,6 +299,54 @@ def test_pieces_put_together_wrong_are_refused(tmp_path: Path) -> None:
     assert result.returncode == 1 and "differ from the file cut" in result.stderr
 
 
+def test_a_command_past_its_limit_is_stopped_with_every_process_it_started(tmp_path: Path) -> None:
+    """run_in at its limit ends the command's whole session: a suite's pytest-xdist workers go with it."""
+    started = tmp_path / "child.pid"
+    status = steps.run_in(tmp_path, ["bash", "-c", f"sleep 300 & echo $! > {started}; wait"], tmp_path / "log",
+                          cwd=tmp_path, limit=2)
+    assert status == 124 and "(stopped after 2 s)" in (tmp_path / "log").read_text()
+    child = int(started.read_text())
+    time.sleep(0.5)
+    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+
+
+def test_each_step_keeps_the_results_so_far_in_package_json(tmp_path: Path) -> None:
+    """A run that run.sh stops at its limit never reaches its end: each step writes what is known as it starts
+    and as it ends."""
+    run = steps.Run(pack.build_plan(REPO), tmp_path, tmp_path, tmp_path, toolkit=Path("/no/toolkit"), cuda="13.0",
+                    python="3.12")
+    journal = tmp_path / "package.json"
+    with run.step("first") as record:
+        record["said"] = "before"
+    with run.step("second"):
+        during = json.loads(journal.read_text())
+        assert during["steps"]["first"] == {"said": "before", "seconds": during["steps"]["first"]["seconds"],
+                                            "ok": True}
+        assert during["steps"]["second"] == {}
+    assert json.loads(journal.read_text())["steps"]["second"]["ok"] is True
+
+
+def test_the_suites_and_speed_rounds_share_out_the_step_time_run_sh_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STEP_DEADLINE", raising=False)
+    assert package.seconds_left() == float("inf")
+    monkeypatch.setenv("STEP_DEADLINE", str(int(time.time()) + 1000))
+    assert 1000 - package.WRITE_UP_S - 2 <= package.seconds_left() <= 1000 - package.WRITE_UP_S
+
+
+def test_wait_brings_the_runs_files_back_when_the_report_cannot_be_made(tmp_path: Path) -> None:
+    top = tmp_path / "run"
+    (top / "stage").mkdir(parents=True)
+    pack.build_plan(REPO).write(top / "stage" / "plan.json")
+    (top / "results").mkdir()
+    (top / "results" / "done").touch()
+    (top / "results" / "package.json").write_text("{ cut short")
+    (top / "out").mkdir()
+    result = run_sh(top, "wait", "0")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(p.name for p in (top / "out").iterdir()) == ["logs.tar.gz", "package.json", "report.md"]
+    assert "report.py failed" in (top / "out" / "report.md").read_text()
+
+
 def test_wait_returns_the_built_package_in_pieces_that_the_docs_command_joins(tmp_path: Path) -> None:
     """run.sh's `wait` cuts each built package into pieces a call brings back (16 MiB a file);
     docs/gpu-machine.md's command puts them together here."""

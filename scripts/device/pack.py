@@ -43,7 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bootstrap
 from cores import NEWEST_CORE
 
-bootstrap.ensure(bootstrap.REPO / "scripts" / "requirements.txt")
+# the tests' requirements, which hold the scripts': the operator suite's tools (SUITE_TOOLS) travel at their pins
+bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt")
 
 from feedstock.ci_support import job_file, load_jobs, newest_cuda
 from feedstock.inputs import load_config

@@ -47,6 +47,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
@@ -54,7 +55,7 @@ from pathlib import Path, PurePosixPath
 
 from pieces import join
 from plan import Plan, SuiteRun, load
-from steps import (HERE, PLUGIN, Run, Step, build_outputs, installed, machine_facts, plugin_manifest,
+from steps import (HERE, PLUGIN, Run, build_outputs, installed, machine_facts, plugin_manifest,
                    plugin_package, run_in, run_tests, stand_in_channel, toolkit_version, unpack, user_check,
                    user_environment)
 
@@ -69,6 +70,15 @@ PROFILED = ["--batches", "1", "--runs", "200", "--profile"]
 # SUITE_LIMIT s, as its runs did before the package run took them over (docs/gpu-runs/2026-12-01-fourth-run.md)
 SUITE_CASE_LIMIT = 120
 SUITE_LIMIT = 420
+# what is kept of the package step's time (run.sh's STEP_DEADLINE) for writing up, once the suites or the speed
+# rounds have taken theirs
+WRITE_UP_S = 60
+
+
+def seconds_left() -> float:
+    """The package step's time left before run.sh stops it, less WRITE_UP_S (no limit outside run.sh)."""
+    deadline = os.environ.get("STEP_DEADLINE")
+    return float("inf") if deadline is None else int(deadline) - time.time() - WRITE_UP_S
 
 
 def plugin(run: Run) -> None:
@@ -125,7 +135,7 @@ def speed(run: Run) -> None:
     _, channel = plugin_package(run)
     prefix = installed(run, [channel, run.earlier("core")], ["onnxruntime"],
                        lambda prefix, _manifest: {"user-python": user_check(prefix, run.results_dir)})
-    with Step(run.results, "speed") as record:
+    with run.step("speed") as record:
         record |= compare_speed(prefix, run)
 
 
@@ -170,7 +180,7 @@ def operator_suites(run: Run, plugin_channel: Path) -> None:
     as the GPU features are: a run is ok when its suite ran to its end, whatever its cases' outcomes (an older
     core refuses newer models), which report.py tabulates per run from results/<run>.cases."""
     suite = run.plan.operator_suite
-    with Step(run.results, "operator suites") as record:
+    with run.step("operator suites") as record:
         path = PurePosixPath(suite.path)
         unpack(run.stage, run.work / "suite", str(path.parent))
         site = suite_site(run.work / "suite-site", [run.stage / tool for tool in suite.tools],
@@ -180,28 +190,39 @@ def operator_suites(run: Run, plugin_channel: Path) -> None:
         for suite_run in suite.runs:
             key = (suite_run.core, suite_run.feedstock_core)
             if key not in prefixes:
-                prefixes[key] = run.work / f"suite-env-{len(prefixes)}"
+                prefix = run.work / f"suite-env-{len(prefixes)}"
                 # strict priority: the core comes from the earlier run's channel where that is listed
                 channels = [plugin_channel, *([run.earlier("core")] if suite_run.feedstock_core else []), run.channel]
-                record["environments"][suite_run.name] = user_environment(
-                    [c.as_uri() for c in channels], [f"onnxruntime =={suite_run.core}", PLUGIN, "onnx"], prefixes[key])
+                try:
+                    record["environments"][suite_run.name] = user_environment(
+                        [c.as_uri() for c in channels], [f"onnxruntime =={suite_run.core}", PLUGIN, "onnx"], prefix)
+                    prefixes[key] = prefix
+                # a core that cannot be installed costs its own runs, not the others'
+                except Exception as error:  # noqa: BLE001
+                    record["environments"][suite_run.name] = [f"not installed: {type(error).__name__}: {error}"]
         commands = {}
         for suite_run in suite.runs:
-            prefix = prefixes[suite_run.core, suite_run.feedstock_core]
+            prefix = prefixes.get((suite_run.core, suite_run.feedstock_core))
+            if prefix is None:
+                continue
             library = prefix / plugin_manifest(prefix)["library"]
             commands[suite_run.name] = (prefix, *suite_command(run.work / "suite" / path, suite_run,
                                                                prefix / "bin" / "python", library, site,
                                                                run.results_dir / f"{suite_run.name}.cases"))
 
+        # side by side, so they share one limit: SUITE_LIMIT, or what the package step has left
+        limit = max(0, int(min(SUITE_LIMIT, seconds_left())))
+
         def one(name: str) -> int:
             prefix, argv, env = commands[name]
             return run_in(prefix, argv, run.results_dir / f"{name}.log", env=env, cwd=run.work / "suite" / path.parent,
-                          limit=SUITE_LIMIT)
+                          limit=limit)
 
-        with ThreadPoolExecutor(len(commands)) as pool:
+        with ThreadPoolExecutor(max(1, len(commands))) as pool:
             record["runs"] = dict(zip(commands, pool.map(one, commands), strict=True))
         # pytest's 1: some cases failed; anything else but 0 is a suite that did not run to its end
-        record["ok"] = all(status in (0, 1) for status in record["runs"].values())
+        record["ok"] = (len(record["runs"]) == len(suite.runs)
+                        and all(status in (0, 1) for status in record["runs"].values()))
 
 
 def compare_speed(prefix: Path, run: Run) -> dict:
@@ -221,13 +242,20 @@ def compare_speed(prefix: Path, run: Run) -> dict:
     runs = {"speed-export": run_in(prefix, [*measured, "export", str(models)], results_dir / "speed-export.log")}
     if not runs["speed-export"]:
         files: dict[str, list[str]] = {name: [] for name in sides}
-        # the sides in alternation, ABBAAB: a drift of the GPU's or the host's state over the minutes weighs on both
+        # the sides in alternation, ABBAAB: a drift of the GPU's or the host's state over the minutes weighs on both;
+        # a round starts only while the step has time for it and the profiles, a round's time being the first's
+        first_round = 0.0
         for number in range(1, SPEED_ROUNDS + 1):
+            if number > 1 and seconds_left() < first_round * 2:
+                print(f"speed: {number - 1} rounds, the step's time being short", flush=True)
+                break
+            started = time.monotonic()
             for name, side in (sides.items() if number % 2 else reversed(sides.items())):
                 files[name].append(str(results_dir / f"{name}-{number}.json"))
                 runs[f"{name}-{number}"] = run_in(prefix, [*measured, "measure", *side, "--models", str(models),
                                                            "--out", files[name][-1]],
                                                   results_dir / f"{name}-{number}.log")
+            first_round = first_round or time.monotonic() - started
         # then each operator's time per node, from ONNX Runtime's profiler
         for name, side in sides.items():
             runs[f"{name}-profile"] = run_in(prefix, [*measured, "measure", *side, "--models", str(models), *PROFILED,

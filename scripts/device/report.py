@@ -105,7 +105,12 @@ def _overrides(plan: Plan) -> list[str]:
     lines = ["", "## Settings that differ from conda-forge's build (none of them is in the recipe)", ""]
     settings = [(kind, setting) for kind in ("context", "env", "cmake") for setting in getattr(plan.overrides, kind)]
     lines += [f"- {kind} `{name}` = `{value}`: {reason}" for kind, (name, value, reason) in settings]
-    return lines if settings else [*lines, "(none: the recipe's own)"]
+    if settings:
+        return lines
+    if plan.package is not None:
+        return [*lines, f"(none in this run: it takes {plan.package}, an earlier run's package, whose report has the "
+                        "settings it was built with)"]
+    return [*lines, "(none: the recipe's own)"]
 
 
 def _package_steps(package: dict) -> list[str]:

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -34,13 +35,22 @@ HERE = Path(__file__).resolve().parent
 class Step:
     """One step's outcome, kept in the report whatever happens."""
 
-    def __init__(self, results: dict, name: str) -> None:
+    def __init__(self, results: dict, name: str, journal: Path | None = None) -> None:
+        self.results, self.journal = results, journal
         self.record = results.setdefault("steps", {}).setdefault(name, {})
         self.name = name
+
+    def write(self) -> None:
+        """The results so far to the journal (package.json): a run stopped at its time limit keeps them."""
+        if self.journal is not None:
+            partial = self.journal.with_name(f"{self.journal.name}.partial")
+            partial.write_text(json.dumps(self.results, indent=1) + "\n")
+            partial.replace(self.journal)
 
     def __enter__(self) -> dict:
         self.start = time.monotonic()
         print(f"== {self.name}", flush=True)
+        self.write()
         return self.record
 
     def __exit__(self, kind, error, _trace) -> bool:
@@ -49,6 +59,7 @@ class Step:
         if error is not None:
             self.record["error"] = f"{kind.__name__}: {error}"
         print(f"== {self.name}: {'ok' if self.record['ok'] else 'FAILED'} in {self.record['seconds']} s", flush=True)
+        self.write()
         return False
 
 
@@ -75,6 +86,10 @@ class Run:
     @property
     def output(self) -> Path:
         return self.work / "output"
+
+    def step(self, name: str) -> Step:
+        """A step of this run, its results kept in results/package.json as it starts and ends."""
+        return Step(self.results, name, self.results_dir / "package.json")
 
     def earlier(self, key: str) -> Path:
         """The channel of the plan's package from an earlier run (`package` or `core`), made on first use."""
@@ -114,7 +129,7 @@ def machine_facts() -> dict[str, str]:
 def stand_in_channel(run: Run) -> None:
     """The stand-in channel of the plan's jobs, each job's variant with this machine's Python and CUDA (Run.variant),
     with the machine's files as the packages' contents; the plan's cores as `onnxruntime`."""
-    with Step(run.results, "channel") as record:
+    with run.step("channel") as record:
         jobs = {REPO / job.file: run.variant(job) for job in run.plan.jobs}
         record["jobs"] = {path.name: overrides for path, overrides in jobs.items()}
         cores = run.plan.cores
@@ -202,12 +217,16 @@ def run_in(prefix: Path, arguments: list[str], log: Path, extra_path: str = "", 
             **{k: os.environ[k] for k in ("CUDA_CACHE_PATH", "CUDA_CACHE_MAXSIZE") if k in os.environ},
             **(env or {})}
     with log.open("w") as out:
+        # a session of its own: at the limit its whole group goes, pytest-xdist's workers with the suite
+        child = subprocess.Popen(arguments, env=bare, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
+                                 start_new_session=True)
         try:
-            done = subprocess.run(arguments, env=bare, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, timeout=limit)
+            return child.wait(timeout=limit)
         except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
             out.write(f"\n(stopped after {limit} s)\n")
             return 124
-    return done.returncode
 
 
 def local_channel(packages: list[Path], channel: Path) -> None:
@@ -233,7 +252,7 @@ def build_outputs(run: Run, configure_only: bool = False) -> list[Path]:
         shutil.rmtree(output)
     output.mkdir(parents=True, exist_ok=True)
     settings.write_text(overrides)
-    with Step(run.results, "recipe") as record:
+    with run.step("recipe") as record:
         src, trees = unpack_sources(run.stage, run.work, plan)
         recipe_dir, record["diff"] = device_recipe(plan, run.work, src, run.stage / "mirror", configure_only, trees,
                                                    run.cuda)
@@ -251,7 +270,7 @@ def build_outputs(run: Run, configure_only: bool = False) -> list[Path]:
             run.results.setdefault("packages", []).append(conda_facts(kept[-1]) | {"kept from an earlier run": True})
             built.append(kept[-1])
             continue
-        with Step(run.results, f"build {name}") as record:
+        with run.step(f"build {name}") as record:
             (variant,) = [v for v in rendered if v.recipe.to_dict()["package"]["name"] == name]
             record["variant"] = {k: str(v) for k, v in variant.variant.items()}
             said = Said(echo=True)
@@ -318,7 +337,7 @@ def installed(run: Run, channels: list[Path], specs: list[str], uses) -> Path:
     packages just built), the plugin and `onnx`, in a user's environment from `channels` and the stand-ins;
     `uses(prefix, manifest)` is what the user does there (each run's exit status by its name, its log
     results/<name>.log), then gpu_features.py. Returns the environment."""
-    with Step(run.results, "install") as record:
+    with run.step("install") as record:
         prefix = run.work / "user-env"
         record["packages"] = user_environment([*(c.as_uri() for c in channels), run.channel.as_uri()],
                                               [*specs, PLUGIN, "onnx"], prefix)

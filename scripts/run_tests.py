@@ -3,7 +3,8 @@
 
     python3 scripts/run_tests.py            the full suite (what CI runs)
     python3 scripts/run_tests.py --fast     all but the `slow` tests: the rehearsals, the real conda-smithy,
-                                            the stand-in channel builds and bootstrap's venv tests
+                                            the stand-in channel builds, the GPU run's bundles and bootstrap's
+                                            venv tests
     python3 scripts/run_tests.py tests/test_render.py -k manifest    only what is named
 
 Arguments other than --fast go to pytest; without a test file or folder among them, it runs tests/.

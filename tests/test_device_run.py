@@ -67,6 +67,7 @@ def mirror_with_sources() -> Path:
     return mirror
 
 
+# pack.py over the mirror: the GPU run's bundles, a few hundred MB copied and downloaded, are the slow tier's
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory: pytest.TempPathFactory) -> Path:
     mirror = mirror_with_sources()
@@ -84,6 +85,7 @@ def bundle_files(bundles: Path) -> dict[str, list[str]]:
 
 
 @pytest.mark.network
+@pytest.mark.slow
 def test_each_bundle_fits_one_transfer_beside_the_checkout(bundles: Path) -> None:
     for folder in bundles.iterdir():
         size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
@@ -94,6 +96,7 @@ def test_each_bundle_fits_one_transfer_beside_the_checkout(bundles: Path) -> Non
 
 
 @pytest.mark.network
+@pytest.mark.slow
 def test_every_input_the_plan_names_is_in_exactly_one_bundle(bundles: Path) -> None:
     plan = plans.load(bundles / "bundle-1" / "plan.json")
     carried = [name for files in bundle_files(bundles).values() for name in files if name != "plan.json"]
@@ -102,6 +105,7 @@ def test_every_input_the_plan_names_is_in_exactly_one_bundle(bundles: Path) -> N
 
 
 @pytest.mark.network
+@pytest.mark.slow
 def test_the_plan_carries_the_floor_and_the_newest_core_and_the_tools_for_rattler_build(bundles: Path) -> None:
     plan = plans.load(bundles / "bundle-1" / "plan.json")
     assert plan.cores == plans.Cores(FLOOR_CORE_VERSION, pack.NEWEST_CORE)
@@ -114,6 +118,7 @@ def test_the_plan_carries_the_floor_and_the_newest_core_and_the_tools_for_rattle
 
 
 @pytest.mark.network
+@pytest.mark.slow
 def test_the_plan_carries_the_operator_suite_its_tools_and_the_tarball_it_is_in(bundles: Path, tmp_path: Path) -> None:
     """The package run takes upstream's operator suite from the source tarball the bundles carry, by the path
     the plan names, and runs it with the pytest the plan names, which case_log.py's hooks need."""
@@ -138,6 +143,7 @@ def test_the_plan_carries_the_operator_suite_its_tools_and_the_tarball_it_is_in(
 
 
 @pytest.mark.network
+@pytest.mark.slow
 def test_the_plan_carries_the_build_environment_rattler_build_renders(bundles: Path) -> None:
     plan = plans.load(bundles / "bundle-1" / "plan.json")
     # what build_ep_cuda.py reads from its environment beyond rattler-build's own variables
@@ -148,6 +154,7 @@ def test_the_plan_carries_the_build_environment_rattler_build_renders(bundles: P
 
 
 @pytest.mark.network
+@pytest.mark.slow
 def test_a_cost_run_carries_what_rattler_build_configures_with_and_keeps_the_recipes_settings(tmp_path: Path) -> None:
     """pack.py --cost plans a cost run (scripts/buildcost.py): the inputs of the package build, whose environment
     rattler-build lays out from the stand-in channel, and no device overrides, so the sample compiles at the

@@ -41,7 +41,6 @@ Exit 0 when every step passed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -84,7 +83,7 @@ def seconds_left() -> float:
 def plugin(run: Run) -> None:
     """`package`: the plugin, built or an earlier run's, tested, installed and used; then upstream's suite."""
     package, channel = plugin_package(run)
-    run_tests(package, [channel.as_uri(), run.channel.as_uri()], run.results)
+    run_tests(run, package, [channel.as_uri(), run.channel.as_uri()])
 
     def uses(prefix: Path, manifest: dict) -> dict[str, int]:
         # the library the manifest names, under the registration name it gives, as README.md has users do
@@ -113,7 +112,7 @@ def cost(run: Run) -> None:
 def cpu(run: Run) -> None:
     """`cpu`: the CPU packages built and tested; with the plan's `package`, installed with that plugin."""
     for package in build_outputs(run):
-        run_tests(package, [run.output.as_uri(), run.channel.as_uri()], run.results)
+        run_tests(run, package, [run.output.as_uri(), run.channel.as_uri()])
     if run.plan.package is None:
         return
 
@@ -299,7 +298,7 @@ def main(argv: list[str]) -> int:
         traceback.print_exc()
         return 1
     finally:
-        (results_dir / "package.json").write_text(json.dumps(run.results, indent=1) + "\n")
+        run.save()
     return 0 if run.ok() else 1
 
 

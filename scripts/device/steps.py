@@ -16,41 +16,34 @@ import sys
 import sysconfig
 import time
 from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-
-from plan import Job, Plan
 from feedstock.shipped_manifest import manifest_dir
+from plan import Job, Plan
 from recipe_code import RECIPE
 from standins.channel import build_channel, standins
 from standins.environment import Said, machine_roots, recipe_copy
 from standins.resolve import variant_file
 from standins.sources import MIRROR_TREE_PATCHES, TREES, place_trees
 
+REPO = Path(__file__).resolve().parents[2]
 PLUGIN = "onnxruntime-ep-cuda"
 HERE = Path(__file__).resolve().parent
 
 
 class Step:
-    """One step's outcome, kept in the report whatever happens."""
+    """One step's outcome, kept in the report whatever happens: `save` keeps the results so far as the step starts
+    and ends, so that a run stopped at its time limit keeps them."""
 
-    def __init__(self, results: dict, name: str, journal: Path | None = None) -> None:
-        self.results, self.journal = results, journal
+    def __init__(self, results: dict, name: str, save: Callable[[], None]) -> None:
         self.record = results.setdefault("steps", {}).setdefault(name, {})
-        self.name = name
-
-    def write(self) -> None:
-        """The results so far to the journal (package.json): a run stopped at its time limit keeps them."""
-        if self.journal is not None:
-            partial = self.journal.with_name(f"{self.journal.name}.partial")
-            partial.write_text(json.dumps(self.results, indent=1) + "\n")
-            partial.replace(self.journal)
+        self.name, self.save = name, save
 
     def __enter__(self) -> dict:
         self.start = time.monotonic()
         print(f"== {self.name}", flush=True)
-        self.write()
+        self.save()
         return self.record
 
     def __exit__(self, kind, error, _trace) -> bool:
@@ -59,7 +52,7 @@ class Step:
         if error is not None:
             self.record["error"] = f"{kind.__name__}: {error}"
         print(f"== {self.name}: {'ok' if self.record['ok'] else 'FAILED'} in {self.record['seconds']} s", flush=True)
-        self.write()
+        self.save()
         return False
 
 
@@ -88,8 +81,15 @@ class Run:
         return self.work / "output"
 
     def step(self, name: str) -> Step:
-        """A step of this run, its results kept in results/package.json as it starts and ends."""
-        return Step(self.results, name, self.results_dir / "package.json")
+        """A step of this run, its results saved as it starts and ends."""
+        return Step(self.results, name, self.save)
+
+    def save(self) -> None:
+        """The results so far, whole, in results/package.json."""
+        journal = self.results_dir / "package.json"
+        partial = journal.with_name(f"{journal.name}.partial")
+        partial.write_text(json.dumps(self.results, indent=1) + "\n")
+        partial.replace(journal)
 
     def earlier(self, key: str) -> Path:
         """The channel of the plan's package from an earlier run (`package` or `core`), made on first use."""
@@ -309,13 +309,13 @@ def plugin_package(run: Run) -> tuple[Path, Path]:
     return package, run.earlier("package")
 
 
-def run_tests(package: Path, channels: list[str], results: dict) -> None:
+def run_tests(run: Run, package: Path, channels: list[str]) -> None:
     """The package's own tests, run by rattler-build one by one."""
     from rattler_build import Package
 
     built_package = Package.from_file(package)
     name = built_package.name
-    with Step(results, f"tests {name}") as record:
+    with run.step(f"tests {name}") as record:
         record["results"] = []
         for index in range(built_package.test_count):
             started, said = time.monotonic(), Said(echo=True)

@@ -197,9 +197,8 @@ def build_plan(feedstock: Path, purpose: Purpose = "package", package: str | Non
     device overrides (or `package`, built before), the cores its tests load it into, and upstream's operator
     suite; `cost` (scripts/buildcost.py): the plugin with the recipe's own settings; `cpu`: the CPU packages of
     the CPU job (`novec`: the -novec one's), whose user's environment takes its CUDA libraries from the CUDA job's
-    stand-ins; `speed`: the
-    plugin with the speed overrides (or `package`), untested (the package run tests the plugin), in the
-    environment of `core`, and the wheel it is compared with."""
+    stand-ins; `speed`: the plugin with the speed overrides (or `package`), untested (the package run tests the
+    plugin), in the environment of `core`, and the wheel it is compared with."""
     cuda = newest_cuda(load_jobs(feedstock), "linux-64")
     try:
         recipe, _ = evaluate(feedstock, PLUGIN, cuda, None)

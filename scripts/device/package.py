@@ -54,7 +54,7 @@ from pathlib import Path, PurePosixPath
 
 from pieces import join
 from plan import Plan, SuiteRun, load
-from steps import (HERE, PLUGIN, Run, build_outputs, installed, machine_facts, plugin_manifest,
+from steps import (HERE, PLUGIN, Run, build_outputs, gpu_features, installed, machine_facts, plugin_manifest,
                    plugin_package, run_in, run_tests, stand_in_channel, toolkit_version, unpack, user_check,
                    user_environment)
 
@@ -185,6 +185,7 @@ def operator_suites(run: Run, plugin_channel: Path) -> None:
         site = suite_site(run.work / "suite-site", [run.stage / tool for tool in suite.tools],
                           sysconfig.get_paths()["purelib"])
         prefixes: dict[tuple[str, bool], Path] = {}
+        first_runs: dict[tuple[str, bool], str] = {}
         record["environments"] = {}
         for suite_run in suite.runs:
             key = (suite_run.core, suite_run.feedstock_core)
@@ -196,9 +197,16 @@ def operator_suites(run: Run, plugin_channel: Path) -> None:
                     record["environments"][suite_run.name] = user_environment(
                         [c.as_uri() for c in channels], [f"onnxruntime =={suite_run.core}", PLUGIN, "onnx"], prefix)
                     prefixes[key] = prefix
+                    first_runs[key] = suite_run.name
                 # a core that cannot be installed costs its own runs, not the others'
                 except Exception as error:  # noqa: BLE001
                     record["environments"][suite_run.name] = [f"not installed: {type(error).__name__}: {error}"]
+        # the GPU features with each core, one after another so that their timings do not share the GPU
+        record["gpu_features"] = {}
+        for key, name in first_runs.items():
+            log = run.results_dir / f"{name}-gpu-features.log"
+            status = gpu_features(prefixes[key], plugin_manifest(prefixes[key]), log)
+            record["gpu_features"][name] = {"exit": status, "log": log.read_text(errors="replace")[-3000:]}
         commands = {}
         for suite_run in suite.runs:
             prefix = prefixes.get((suite_run.core, suite_run.feedstock_core))

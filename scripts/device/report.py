@@ -141,6 +141,9 @@ def _package_steps(package: dict) -> list[str]:
         lines += ["", "## A user's environment", "", f"- packages: {install.get('packages')}"]
         for name, status in install.get("runs", {}).items():
             lines += ["", f"{name}: exit {status}", "```", install["logs"][name].rstrip(), "```"]
+    for name, features in steps.get("operator suites", {}).get("gpu_features", {}).items():
+        lines += ["", f"GPU features in the environment of {name}: exit {features['exit']}", "```",
+                  features["log"].rstrip(), "```"]
     speed = steps.get("speed", {})
     if speed:
         lines += ["", "## Speed", "", (speed.get("table") or "(no table)").rstrip()]

@@ -345,7 +345,8 @@ def installed(run: Run, channels: list[Path], specs: list[str], uses) -> Path:
         record["runs"] = uses(prefix, record["manifest"])
         record["ok"] = not any(record["runs"].values())
         # what a user moving from a CUDA build of onnxruntime keeps: in the report, not a condition of the install
-        record["runs"]["user-gpu-features"] = gpu_features(prefix, record["manifest"], run.results_dir)
+        record["runs"]["user-gpu-features"] = gpu_features(prefix, record["manifest"],
+                                                           run.results_dir / "user-gpu-features.log")
         record["logs"] = {name: (run.results_dir / f"{name}.log").read_text(errors="replace")[-3000:]
                           for name in record["runs"]}
     return prefix
@@ -363,9 +364,13 @@ def user_check(prefix: Path, results_dir: Path) -> int:
                            str(results_dir / "model.onnx")], results_dir / "user-python.log")
 
 
-def gpu_features(prefix: Path, manifest: dict, results_dir: Path) -> int:
+# gpu_features.py's checks take seconds; a hung one costs the run no more than this
+GPU_FEATURES_LIMIT = 180
+
+
+def gpu_features(prefix: Path, manifest: dict, log: Path) -> int:
     """IOBinding with device memory and CUDA graphs through the plugin the manifest names (gpu_features.py),
-    torch's tensors from the machine's torch; its exit status, its log results/user-gpu-features.log."""
+    torch's tensors from the machine's torch; its exit status, its output in `log`."""
     return run_in(prefix, [str(prefix / "bin" / "python"), str(HERE / "gpu_features.py"),
                            "--library", str(prefix / manifest["library"]), "--ep", manifest["registration_name"],
-                           "--torch-path", sysconfig.get_paths()["purelib"]], results_dir / "user-gpu-features.log")
+                           "--torch-path", sysconfig.get_paths()["purelib"]], log, limit=GPU_FEATURES_LIMIT)

@@ -151,7 +151,7 @@ def own_code_size(source: Path, src: Path, read: dict[Path, tuple[int, list[Path
 def choose_sample(output: str, src: Path, compiles: list[dict[str, str]], architectures: list[str] = (),
                   newest: str = "") -> list[Sampled]:
     """The fewest of ORT's own objects that between them include every dependency (CPU outputs), or a
-    CUDA-header host file, one plain `.cu` at the list's first architecture and at each of
+    CUDA-header host file, a cuDNN-frontend host file, one plain `.cu` at the list's first architecture and at each of
     `architectures`, and one CUTLASS `.cu` at the list's `newest` architecture (the plugin)."""
     # ORT's own library sources (not its tests), the least of ORT's code read first: the cheapest compile that shows it
     read: dict[Path, tuple[int, list[Path]]] = {}
@@ -163,6 +163,9 @@ def choose_sample(output: str, src: Path, compiles: list[dict[str, str]], archit
             ("a host .cc that includes the CUDA headers (cuda_pch.h: cuda, cuBLAS, cuRAND, cuFFT)",
              lambda f: f.suffix == ".cc" and "providers/cuda" in str(f)
                        and _includes(f, r"core/providers/cuda/cuda_common\.h")),
+            ("a host .cc that includes cuDNN's frontend (cudnn_common.h: cuDNN, and NVRTC through the frontend)",
+             lambda f: f.suffix == ".cc" and "providers/cuda" in str(f)
+                       and _includes(f, r"(core/providers/cuda/cudnn_common\.h|cudnn_frontend\.h)")),
             ("a .cu at one architecture", lambda f: f.suffix == ".cu" and not _includes(f, r"cutlass/")),
             ("a CUTLASS-based .cu at one architecture", lambda f: f.suffix == ".cu" and _includes(f, r"cutlass/")),
         ]
@@ -171,7 +174,7 @@ def choose_sample(output: str, src: Path, compiles: list[dict[str, str]], archit
             if entry is None:
                 raise StandinError(f"the plugin's graph has no object of the kind `{why}`")
             chosen.append(Sampled(entry["output"], entry["file"], why))
-        plain, cutlass = chosen[1], chosen[2]
+        plain, cutlass = chosen[2], chosen[3]
         if newest:
             cutlass.why, cutlass.architecture = f"a CUTLASS-based .cu at {newest}, the list's newest", newest
         chosen += [Sampled(plain.object, plain.source, f"the .cu at {a}, which only this platform's list has",

@@ -300,16 +300,17 @@ def test_every_cuda_of_the_platform_without_a_stand_in_nvcc_is_reported_as_not_r
 
 # --- what a broken recipe gets
 
-def test_a_plugin_without_libcurand_dev_fails_on_the_missing_curand_header(feedstock: Path) -> None:
-    scratch = feedstock
-    recipe = scratch / "recipe" / "recipe.yaml"
+@pytest.mark.parametrize(("package", "header"), [("libcurand-dev", "curand.h"), ("cuda-nvrtc-dev", "nvrtc.h")])
+def test_a_plugin_without_a_header_package_fails_on_its_missing_header(feedstock: Path, package: str,
+                                                                        header: str) -> None:
+    recipe = feedstock / "recipe" / "recipe.yaml"
     text = recipe.read_text()
     # the host requirement; the deeper-indented line names the package in ignore_run_exports
-    assert text.count("\n        - libcurand-dev\n") == 1
-    recipe.write_text(text.replace("\n        - libcurand-dev\n", "\n"))
-    report, _ = rehearse(PLUGIN, scratch)
+    assert text.count(f"\n        - {package}\n") == 1
+    recipe.write_text(text.replace(f"\n        - {package}\n", "\n"))
+    report, _ = rehearse(PLUGIN, feedstock)
     errors = [s["error"] for s in report["sample"] if not s["ok"]]
-    assert any("curand.h" in e for e in errors), report["sample"]
+    assert any(f"{header}: No such file" in e for e in errors), report["sample"]
 
 
 def test_a_listed_licence_file_that_is_not_there_is_reported(feedstock: Path) -> None:

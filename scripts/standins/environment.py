@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import glob
+import hashlib
 import os
 import re
 import shutil
@@ -132,7 +133,9 @@ def cuda_roots(cuda: str, cache: Path, platform: str = BUILD_PLATFORM) -> tuple[
     if not wanted:
         raise StandinError(f"{STANDINS}: no `pypi` wheels for CUDA {cuda}")
     target = PLATFORMS[platform]
-    toolkit = cache / "toolkits" / f"cuda-{cuda}-{platform}"
+    # named by its wheels, so that a toolkit made before standins.yaml changed them is not taken for today's
+    wheels = hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:12]
+    toolkit = cache / "toolkits" / f"cuda-{cuda}-{platform}-{wheels}"
     (cudnn,) = pip_download(table["cudnn"]["pypi"]["any"], cache, target)
     cudnn_root = unpacked_wheel(cudnn, cache) / "nvidia" / "cudnn"
     with cache_lock(toolkit):

@@ -30,8 +30,9 @@ from feedstock.ci_support import job_file, load_jobs, newest_cuda
 from feedstock.cuda_targets import nvcc_targets, number
 from rattler_render import render
 from rehearsal import dependencies
-from standins.channel import load_standins
+from standins.channel import lay_out_contents, load_standins, standins
 from standins.downloads import debian_unpacked
+from standins.environment import cuda_roots
 from standins.sources import Sources
 from support.upstream_source import CACHE, archives_cmake_took, sources
 from support.yaml_files import read_yaml
@@ -447,3 +448,26 @@ def test_thors_pre_cuda_13_name_in_the_aarch64_list_fails_the_aarch64_rehearsal(
     report, _ = rehearse(PLUGIN, feedstock, "--no-sample", platform=AARCH64)
     assert not report["configure_ok"]
     assert "101" in report["configure_error"]
+
+
+def test_no_file_of_the_gpu_machines_toolkit_goes_into_two_stand_ins(tmp_path: Path) -> None:
+    """The GPU machine's CUDA stand-ins take their files from its one toolkit folder by patterns (standins.yaml's
+    `machine`). A file two packages of the host environment take hides a -dev package the recipe lacks:
+    cuda-cudart-dev's `include/*` took nvrtc.h, and the plugin built there without cuda-nvrtc-dev. Laid out
+    here from the PyPI wheels' toolkit, which has that folder's layout."""
+    toolkit, _ = cuda_roots(REHEARSED_CUDA, CACHE)
+    job = job_file(REPO, LINUX_64, REHEARSED_CUDA)
+    owners: dict[str, list[str]] = {}
+    for standin in standins([job], {}):
+        # a compiler package (cuda-nvcc_linux-64) goes into the build environment, where the build machine's
+        # copies of the headers are its own (conda-forge's cuda-nvcc_linux-64 brings cuda-cudart-dev_linux-64)
+        host = not standin.name.endswith(f"_{LINUX_64}")
+        if not host or not any("{toolkit}" in pattern for _, patterns, _ in standin.machine for pattern in patterns):
+            continue
+        folder = tmp_path / standin.name
+        lay_out_contents(standin, folder, {"toolkit": str(toolkit), "target_toolkit": str(toolkit)})
+        for path in folder.rglob("*"):
+            if not path.is_dir() and "activate.d" not in path.parts:
+                owners.setdefault(path.relative_to(folder).as_posix(), []).append(standin.name)
+    assert "targets/x86_64-linux/include/nvrtc.h" in owners
+    assert {name: who for name, who in owners.items() if len(who) > 1} == {}

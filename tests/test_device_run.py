@@ -300,6 +300,7 @@ def test_pieces_put_together_wrong_are_refused(tmp_path: Path) -> None:
     cut[1].write_bytes(cut[1].read_bytes()[:-1])
     with pytest.raises(pieces.PiecesError, match=f"{whole.name}: its {len(cut) - 1} pieces put together differ"):
         pieces.join(tmp_path / "pieces", tmp_path / "whole")
+    assert not (tmp_path / "whole" / whole.name).exists()
     cut[1].unlink()  # a piece lost on the way
     result = subprocess.run([sys.executable, str(DEVICE / "pieces.py"), "join", str(tmp_path / "pieces"),
                              str(tmp_path / "whole")], capture_output=True, text=True)

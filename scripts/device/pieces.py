@@ -39,7 +39,8 @@ def cut(path: Path, folder: Path, limit: int) -> list[Path]:
 
 
 def join(folder: Path, into: Path) -> list[Path]:
-    """Each file `cut` into `folder`, put together in `into`; a PiecesError when one differs from the file cut."""
+    """Each file `cut` into `folder`, put together in `into`; a PiecesError, and no file in `into` of that name,
+    when one differs from the file cut."""
     parts: dict[str, list[Path]] = {}
     for piece in sorted(folder.glob(f"*{SUFFIX}*")):
         parts.setdefault(piece.name.rsplit(SUFFIX, 1)[0], []).append(piece)
@@ -53,6 +54,8 @@ def join(folder: Path, into: Path) -> list[Path]:
                 whole.write(chunk)
         expected = folder / f"{name}.sha256"
         if not expected.is_file() or expected.read_text().strip() != digest.hexdigest():
+            # nothing half-right is left where the whole file is looked for
+            (into / name).unlink()
             raise PiecesError(f"{name}: its {len(pieces)} pieces put together differ from the file cut "
                               f"({expected.name} {'differs' if expected.is_file() else 'is missing'})")
     return [into / name for name in parts]

@@ -174,7 +174,8 @@ def choose_sample(output: str, src: Path, compiles: list[dict[str, str]], archit
             if entry is None:
                 raise StandinError(f"the plugin's graph has no object of the kind `{why}`")
             chosen.append(Sampled(entry["output"], entry["file"], why))
-        plain, cutlass = chosen[2], chosen[3]
+        # the last two kinds: the host files above them may grow without moving these
+        plain, cutlass = chosen[-2:]
         if newest:
             cutlass.why, cutlass.architecture = f"a CUTLASS-based .cu at {newest}, the list's newest", newest
         chosen += [Sampled(plain.object, plain.source, f"the .cu at {a}, which only this platform's list has",

@@ -54,9 +54,9 @@ from pathlib import Path, PurePosixPath
 
 from pieces import join
 from plan import Plan, SuiteRun, load
-from steps import (HERE, PLUGIN, Run, build_outputs, gpu_features, installed, machine_facts, plugin_manifest,
-                   plugin_package, run_in, run_tests, stand_in_channel, toolkit_version, unpack, user_check,
-                   user_environment)
+from steps import (HERE, PLUGIN, Run, build_outputs, gpu_features, installed, log_tail, machine_facts,
+                   plugin_manifest, plugin_package, run_in, run_tests, stand_in_channel, toolkit_version, unpack,
+                   user_check, user_environment)
 
 # how many times the speed run measures each side (the table takes each case's median over them): one
 # process's median of a launch-bound case differs from the next process's by up to a half
@@ -206,7 +206,7 @@ def operator_suites(run: Run, plugin_channel: Path) -> None:
         for key, name in first_runs.items():
             log = run.results_dir / f"{name}-gpu-features.log"
             status = gpu_features(prefixes[key], plugin_manifest(prefixes[key]), log)
-            record["gpu_features"][name] = {"exit": status, "log": log.read_text(errors="replace")[-3000:]}
+            record["gpu_features"][name] = {"exit": status, "log": log_tail(log)}
         commands = {}
         for suite_run in suite.runs:
             prefix = prefixes.get((suite_run.core, suite_run.feedstock_core))
@@ -277,8 +277,7 @@ def compare_speed(prefix: Path, run: Run) -> dict:
                                          results_dir / "speed.md")
     table = (results_dir / "speed.md").read_text() if runs.get("speed-table") == 0 else ""
     return {"runs": runs, "table": table, "ok": not any(runs.values()) and "speed-table" in runs,
-            "logs": {name: (results_dir / f"{name}.log").read_text(errors="replace")[-3000:]
-                     for name in runs if name != "speed-table"}}
+            "logs": {name: log_tail(results_dir / f"{name}.log") for name in runs if name != "speed-table"}}
 
 
 def main(argv: list[str]) -> int:

@@ -332,6 +332,11 @@ def run_tests(run: Run, package: Path, channels: list[str]) -> None:
         record["ok"] = all(r["success"] for r in record["results"])
 
 
+def log_tail(log: Path) -> str:
+    """The end of a command's log, as much of it as package.json keeps."""
+    return log.read_text(errors="replace")[-3000:]
+
+
 def installed(run: Run, channels: list[Path], specs: list[str], uses) -> Path:
     """The `install` step: `specs` (the onnxruntime packages: the stand-ins' or an earlier run's core, or the CPU
     packages just built), the plugin and `onnx`, in a user's environment from `channels` and the stand-ins;
@@ -347,8 +352,7 @@ def installed(run: Run, channels: list[Path], specs: list[str], uses) -> Path:
         # what a user moving from a CUDA build of onnxruntime keeps: in the report, not a condition of the install
         record["runs"]["user-gpu-features"] = gpu_features(prefix, record["manifest"],
                                                            run.results_dir / "user-gpu-features.log")
-        record["logs"] = {name: (run.results_dir / f"{name}.log").read_text(errors="replace")[-3000:]
-                          for name in record["runs"]}
+        record["logs"] = {name: log_tail(run.results_dir / f"{name}.log") for name in record["runs"]}
     return prefix
 
 

@@ -132,6 +132,8 @@ def test_the_plan_carries_the_operator_suite_its_tools_and_the_tarball_it_is_in(
     stage = tmp_path / "stage"
     for folder in bundles.iterdir():
         shutil.copytree(folder, stage, dirs_exist_ok=True)
+    # and with the onnx whose models every core reads, which suite_site puts with pytest ahead of the environment's
+    assert [w for w in tools if w.startswith(f"onnx-{pack.SUITE_ONNX}-")], tools
     steps.unpack(stage, tmp_path / "suite", str(Path(suite.path).parent))
     unpacked = tmp_path / "suite" / suite.path
     # the suite's folder, with the helper the suite imports, alone: the rest of the tree stays packed
@@ -212,7 +214,8 @@ def test_new_bundles_replace_the_old_ones_and_leave_the_rest_of_the_folder(tmp_p
 
 @pytest.mark.parametrize("purpose", ["package", "cost", "cpu", "speed"])
 def test_the_plan_pack_writes_is_the_plan_the_gpu_machine_loads(tmp_path: Path, purpose: str) -> None:
-    written = pack.build_plan(REPO, purpose, package="packages/plugin.conda", core="packages/core.conda")
+    written = pack.build_plan(REPO, purpose, package="packages/plugin.conda",
+                              core="packages/onnxruntime-1.30.0-py312h0_0_cpu.conda")
     written.write(tmp_path / "plan.json")
     assert plans.load(tmp_path / "plan.json") == written
 
@@ -268,13 +271,25 @@ def test_the_package_run_plans_the_operator_suite_with_each_core_and_once_withou
         f"operators-{pack.NEWEST_CORE}": plans.SuiteRun(f"operators-{pack.NEWEST_CORE}", pack.NEWEST_CORE),
         f"operators-without-cudnn-{pack.NEWEST_CORE}": plans.SuiteRun(f"operators-without-cudnn-{pack.NEWEST_CORE}",
                                                                       pack.NEWEST_CORE, cudnn=False)}
-    with_core = pack.build_plan(REPO, core="packages/onnxruntime.conda")
     version = load_bot_fields(REPO).version
-    feedstock = plans.SuiteRun(f"operators-feedstock-{version}", version, feedstock_core=True)
-    assert feedstock in with_core.operator_suite.runs
-    assert with_core.core == "packages/onnxruntime.conda" and len(with_core.operator_suite.runs) == 4
-    # the package run's cores are the stand-in channel's: a suite's core is one of them, or the feedstock's own
-    assert {run.core for run in with_core.operator_suite.runs} == {*dataclasses.astuple(with_core.cores), version}
+    python = CONFIG.outputs.python
+    for name in (python.name, python.novec_name):
+        core = f"packages/{name}-{version}-py312h0_0_cpu.conda"
+        with_core = pack.build_plan(REPO, core=core)
+        feedstock = plans.SuiteRun(f"operators-feedstock-{name}-{version}", version, feedstock_core=True)
+        assert feedstock in with_core.operator_suite.runs
+        assert with_core.core == core and len(with_core.operator_suite.runs) == 4
+        # the package run's cores are the stand-in channel's: a suite's core is one of them, or the feedstock's own
+        assert {run.core for run in with_core.operator_suite.runs} == {*dataclasses.astuple(with_core.cores), version}
+        # which package.py installs under the name of the file the plan carries
+        assert plans.package_name(with_core.core) == name
+
+
+def test_a_core_that_is_not_this_feedstocks_python_package_is_refused_by_name() -> None:
+    for name in (CONFIG.outputs.plugin.name, CONFIG.outputs.cpp.name):
+        core = f"packages/{name}-1.30.0-h0_0.conda"
+        with pytest.raises(pack.PackError, match=re.escape(Path(core).name)):
+            pack.build_plan(REPO, core=core)
 
 
 def test_a_file_cut_into_pieces_for_the_transfers_is_put_together_again_as_it_was(tmp_path: Path) -> None:
@@ -655,7 +670,7 @@ def test_the_suite_command_gives_the_cases_the_plugin_the_cudnn_switch_and_the_m
 
 
 def test_the_report_tabulates_the_operator_suite_per_core_and_lists_the_overrides_once(tmp_path: Path) -> None:
-    plan = pack.build_plan(REPO, core="packages/onnxruntime.conda")
+    plan = pack.build_plan(REPO, core="packages/onnxruntime-1.30.0-py312h0_0_cpu.conda")
     floor, feedstock, newest, hidden = plan.operator_suite.runs
     (tmp_path / "stage").mkdir()
     plan.write(tmp_path / "stage" / "plan.json")

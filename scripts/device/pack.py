@@ -14,8 +14,9 @@ BUNDLE_LIMIT bytes each. DEST/bundle-1/plan.json (plan.py's Plan) says what the 
 cores, and which settings differ from conda-forge's build (`DEVICE_OVERRIDES`, each with its reason); run.sh and
 package.py on the GPU machine read it. docs/gpu-machine.md ("Building the plugin package on a GPU") gives the
 calls. The package run also runs upstream's operator suite (`OPERATOR_SUITE`, in the tarball) with the floor
-core, the newest, the newest with cuDNN hidden, and with --core this feedstock's onnxruntime from an earlier
-run. With --cost it plans a cost run instead (README.md, "What a release costs"): the recipe's own settings, its
+core, the newest, the newest with cuDNN hidden, and with --core this feedstock's onnxruntime (or onnxruntime-novec)
+from an earlier run; its models are made by onnx at SUITE_ONNX (scripts/cores.py), which every core reads. With
+--cost it plans a cost run instead (README.md, "What a release costs"): the recipe's own settings, its
 architecture list and floor those of the newest CUDA job (`cost_overrides`). With --cpu it plans the CPU
 packages instead (`onnxruntime-cpp`, and `onnxruntime` for the machine's Python; --novec: their -novec twins),
 and with --package a user's environment of them and that plugin package after they are built
@@ -41,7 +42,7 @@ from pathlib import Path
 # the one command here that runs before .venv/ exists: bootstrap.py, which makes it, is one folder up
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bootstrap
-from cores import NEWEST_CORE
+from cores import NEWEST_CORE, SUITE_ONNX
 
 # the tests' requirements, which hold the scripts': the operator suite's tools (SUITE_TOOLS) travel at their pins
 bootstrap.ensure(bootstrap.REPO / "tests" / "requirements.txt")
@@ -50,7 +51,8 @@ from feedstock.ci_support import job_file, load_jobs, newest_cuda
 from feedstock.inputs import load_config
 from feedstock.rendering import NOVEC
 from pieces import cut
-from plan import Compared, Cores, Job, OperatorSuite, Overrides, Plan, Purpose, Setting, SuiteRun
+from plan import (Compared, Cores, Job, OperatorSuite, Overrides, Plan, Purpose, Setting, SuiteRun,
+                  package_name)
 from standins import StandinError
 from standins.evaluate import evaluate
 from standins.environment import PROTOBUF_DEBS, TOOL_WHEELS
@@ -78,7 +80,8 @@ TOOLS = [*(f"{name}=={importlib.metadata.version(name)}" for name in
            ("py-rattler-build", "py-rattler", "pydantic", "pydantic-core", "annotated-types", "typing-inspection")),
          *TOOL_WHEELS]
 # What upstream's operator suite runs with (pytest, its dependencies, pytest-xdist and pytest-timeout, which
-# case_log.py takes the per-case timer of), at the versions this machine's tests run it with
+# case_log.py takes the per-case timer of), at the versions this machine's tests run it with; beside them, onnx
+# at SUITE_ONNX (scripts/cores.py), ahead of the environment's own on the suite's path
 SUITE_TOOLS = [f"{name}=={importlib.metadata.version(name)}" for name in
                ("pytest", "pluggy", "iniconfig", "pygments", "execnet", "pytest-xdist", "pytest-timeout")]
 # protoc 3.21 for the build machine and zstd, which the image lacks
@@ -173,21 +176,16 @@ def cost_overrides(recipe: dict) -> Overrides:
                                       reason), Setting("cuda_arch_floor", floor, reason)))
 
 
-def suite_runs(cores: Cores, version: str, feedstock_core: bool) -> tuple[SuiteRun, ...]:
-    """The operator suite's runs: with the floor core, this feedstock's own onnxruntime where the run carries
-    one (of the recipe's `version`), the newest PyPI core, and that core once more with cuDNN hidden."""
-    return (SuiteRun(f"operators-{cores.floor}", cores.floor),
-            *([SuiteRun(f"operators-feedstock-{version}", version, feedstock_core=True)] if feedstock_core else []),
+def suite_runs(cores: Cores, version: str, core: str | None) -> tuple[SuiteRun, ...]:
+    """The operator suite's runs: with the floor core, this feedstock's own onnxruntime (or onnxruntime-novec)
+    where the run carries one (`core`, of the recipe's `version`), the newest PyPI core, and that core once more
+    with cuDNN hidden."""
+    own = []
+    if core is not None:
+        own = [SuiteRun(f"operators-feedstock-{package_name(core)}-{version}", version, feedstock_core=True)]
+    return (SuiteRun(f"operators-{cores.floor}", cores.floor), *own,
             SuiteRun(f"operators-{cores.newest}", cores.newest),
             SuiteRun(f"operators-without-cudnn-{cores.newest}", cores.newest, cudnn=False))
-
-
-def cpu_outputs(feedstock: Path, novec: bool) -> tuple[str, str]:
-    """The CPU packages the config names: onnxruntime-cpp and onnxruntime, or their -novec twins."""
-    outputs = load_config(feedstock).outputs
-    if novec:
-        return outputs.cpp.novec_name, outputs.python.novec_name
-    return outputs.cpp.name, outputs.python.name
 
 
 def build_plan(feedstock: Path, purpose: Purpose = "package", package: str | None = None,
@@ -210,8 +208,15 @@ def build_plan(feedstock: Path, purpose: Purpose = "package", package: str | Non
     cuda_job = Job(str(job_file(feedstock, "linux-64", cuda).relative_to(feedstock)), cuda)
     cpu_job = Job(str(job_file(feedstock, "linux-64", None, NOVEC if novec else "").relative_to(feedstock)))
     earlier = {"package": package, "core": core}
+    outputs = load_config(feedstock).outputs
+    python = outputs.python
+    if core is not None and package_name(core) not in (python.name, python.novec_name):
+        raise PackError(f"{Path(core).name}: not a package of {python.name} or {python.novec_name}, which "
+                        "--core names")
     if purpose == "cpu":
-        return Plan(purpose, version, (cpu_job, cuda_job), cpu_outputs(feedstock, novec), CPU_OVERRIDES, **earlier)
+        # onnxruntime-cpp and onnxruntime, or their -novec twins
+        cpu_outputs = (outputs.cpp.novec_name, python.novec_name) if novec else (outputs.cpp.name, python.name)
+        return Plan(purpose, version, (cpu_job, cuda_job), cpu_outputs, CPU_OVERRIDES, **earlier)
     # an earlier run's plugin is tested or measured instead of built: no setting of this run's differs
     built = {"outputs": (), "overrides": Overrides()} if package else {"outputs": (PLUGIN,)}
     if purpose == "speed":
@@ -222,7 +227,7 @@ def build_plan(feedstock: Path, purpose: Purpose = "package", package: str | Non
     if purpose == "cost":
         return Plan(purpose, version, (cuda_job,), (PLUGIN,), cost_overrides(recipe), script_env, cores)
     return Plan(purpose, version, (cuda_job,), script_env=script_env, cores=cores,
-                operator_suite=OperatorSuite(OPERATOR_SUITE, suite_runs(cores, version, core is not None)),
+                operator_suite=OperatorSuite(OPERATOR_SUITE, suite_runs(cores, version, core)),
                 **({"overrides": DEVICE_OVERRIDES} | built), **earlier)
 
 
@@ -279,7 +284,7 @@ def gather(upstream: Path | None, plan: Plan, scratch: Path) -> tuple[Plan, dict
     build |= {f"wheels/{p.name}": p for p in sorted(wheels.glob("*.whl"))}
     if plan.operator_suite:
         tools = scratch / "suite"
-        for requirement in SUITE_TOOLS:
+        for requirement in [*SUITE_TOOLS, f"onnx=={SUITE_ONNX}"]:
             _download(requirement, tools)
         carried = {f"suite/{p.name}": p for p in sorted(tools.glob("*.whl"))}
         build |= carried
@@ -336,7 +341,8 @@ def main(argv: list[str]) -> int:
                         help="a plugin package an earlier run built (.cache/device/): tested and installed, not "
                              "rebuilt; with --cpu, installed with the CPU packages; with --speed, the plugin measured")
     parser.add_argument("--core", type=Path,
-                        help="this feedstock's onnxruntime package an earlier run built (.cache/device/): with "
+                        help="this feedstock's onnxruntime or onnxruntime-novec package an earlier run built "
+                             "(.cache/device/): with "
                              "--speed, the environment the plugin is measured in; else one more core upstream's "
                              "operator suite runs the plugin with")
     purpose = parser.add_mutually_exclusive_group()

@@ -53,7 +53,7 @@ from pathlib import Path, PurePosixPath
 
 
 from pieces import join
-from plan import Plan, SuiteRun, load
+from plan import Plan, SuiteRun, load, package_name
 from steps import (HERE, PLUGIN, Run, build_outputs, gpu_features, installed, log_tail, machine_facts,
                    plugin_manifest, plugin_package, run_in, run_tests, stand_in_channel, toolkit_version, unpack,
                    user_check, user_environment)
@@ -132,7 +132,7 @@ def speed(run: Run) -> None:
     """`speed`: the plugin, untested (the package run tests it), in the environment of this feedstock's
     onnxruntime from an earlier run, measured against the compared wheel."""
     _, channel = plugin_package(run)
-    prefix = installed(run, [channel, run.earlier("core")], ["onnxruntime"],
+    prefix = installed(run, [channel, run.earlier("core")], [package_name(run.plan.core)],
                        lambda prefix, _manifest: {"user-python": user_check(prefix, run.results_dir)})
     with run.step("speed") as record:
         record |= compare_speed(prefix, run)
@@ -193,9 +193,10 @@ def operator_suites(run: Run, plugin_channel: Path) -> None:
                 prefix = run.work / f"suite-env-{len(prefixes)}"
                 # strict priority: the core comes from the earlier run's channel where that is listed
                 channels = [plugin_channel, *([run.earlier("core")] if suite_run.feedstock_core else []), run.channel]
+                core = package_name(run.plan.core) if suite_run.feedstock_core else "onnxruntime"
                 try:
                     record["environments"][suite_run.name] = user_environment(
-                        [c.as_uri() for c in channels], [f"onnxruntime =={suite_run.core}", PLUGIN, "onnx"], prefix)
+                        [c.as_uri() for c in channels], [f"{core} =={suite_run.core}", PLUGIN, "onnx"], prefix)
                     prefixes[key] = prefix
                     first_runs[key] = suite_run.name
                 # a core that cannot be installed costs its own runs, not the others'

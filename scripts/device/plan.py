@@ -16,7 +16,7 @@ import sys
 import types
 import typing
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal, NamedTuple
 
 Purpose = Literal["package", "cost", "cpu", "speed"]
@@ -63,8 +63,8 @@ class Cores:
 @dataclass(frozen=True)
 class SuiteRun:
     """One run of upstream's operator suite against the installed plugin, in an environment with `core`:
-    a PyPI core of the stand-in channel, or this feedstock's onnxruntime that an earlier run built (the
-    plan's `core`); `cudnn` False runs the suite with cuDNN hidden from the plugin (its own switch)."""
+    a PyPI core of the stand-in channel, or this feedstock's onnxruntime or onnxruntime-novec that an earlier run
+    built (the plan's `core`); `cudnn` False runs the suite with cuDNN hidden from the plugin (its own switch)."""
 
     name: str
     core: str
@@ -150,6 +150,11 @@ def _typed(kind, value, where: str):
     if isinstance(kind, type) and isinstance(value, kind):
         return value
     raise PlanError(f"{where}: {value!r} is not {getattr(kind, '__name__', kind)}")
+
+
+def package_name(path: str) -> str:
+    """The name of a conda package, from its file's name (name-version-build.conda)."""
+    return PurePosixPath(path).name.rsplit("-", 2)[0]
 
 
 def load(path: Path) -> Plan:

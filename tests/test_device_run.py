@@ -414,7 +414,7 @@ def test_the_device_copy_of_the_recipe_carries_each_override_and_renders_for_the
     plan = pack.build_plan(REPO, purpose)
     assert plan.purpose == purpose and plan.overrides == overrides
     src, mirror = tmp_path / "src", tmp_path / "mirror"
-    recipe_dir, diff = steps.device_recipe(plan, tmp_path, src, mirror, configure_only=False, cuda="13.0")
+    recipe_dir, diff = steps.device_recipe(plan, tmp_path, src, tmp_path, configure_only=False, cuda="13.0")
     job = newest_cuda_job_file(REPO, "linux-64")
     lists = read_yaml(job) | {"cuda_compiler_version": ["13.0"], "python": ["3.12.* *_cpython"]}
     for key in ("channel_sources", "channel_targets"):
@@ -449,7 +449,7 @@ def test_the_cpu_packages_copy_builds_them_offline_with_the_cpu_overrides_and_le
     committed recipe has it."""
     plan = pack.build_plan(REPO, "cpu", novec=novec)
     assert plan.jobs[0].file == str(job_file(REPO, "linux-64", None, suffix).relative_to(REPO))
-    recipe_dir, _ = steps.device_recipe(plan, tmp_path, tmp_path / "src", tmp_path / "mirror", configure_only=False,
+    recipe_dir, _ = steps.device_recipe(plan, tmp_path, tmp_path / "src", tmp_path, configure_only=False,
                                         cuda="13.0")
     lists = read_yaml(job_file(REPO, "linux-64", None, suffix)) | {"python": ["3.12.* *_cpython"]}
     for key in ("channel_sources", "channel_targets"):
@@ -467,6 +467,37 @@ def test_the_cpu_packages_copy_builds_them_offline_with_the_cpu_overrides_and_le
     plugins = [r.recipe for r in render(recipe_dir / "recipe.yaml", cuda_lists, "linux-64", "linux-64")
                if r.name == steps.PLUGIN]
     assert plugins and all("CMAKE_TOOLCHAIN_FILE" not in plugin["build"]["script"]["env"] for plugin in plugins)
+
+
+def test_a_speed_run_builds_the_plugin_with_the_patches_it_carries_after_the_recipes(tmp_path: Path) -> None:
+    """pack.py --speed --patch P: the plugin measured is built with P on top of the recipe's patches, and the
+    report says so; the committed recipe stays without it."""
+    patch = tmp_path / "patches" / "0001-fewer-calls-a-node.patch"
+    patch.parent.mkdir()
+    patch.write_text("--- a/x\n+++ b/x\n")
+    plan = pack.build_plan(REPO, "speed", core="packages/onnxruntime-1.30.0-py312h0_0_cpu.conda",
+                           patches=(f"patches/{patch.name}",))
+    recipe_dir, diff = steps.device_recipe(plan, tmp_path / "work", tmp_path / "src", tmp_path, configure_only=False,
+                                           cuda="13.0")
+    source = yaml.safe_load((recipe_dir / "recipe.yaml").read_text())["source"]
+    committed = yaml.safe_load((REPO / "recipe" / "recipe.yaml").read_text())["source"]["patches"]
+    assert source["patches"] == [*committed, *(p.name for p in MIRROR_TREE_PATCHES), patch.name]
+    assert (recipe_dir / patch.name).read_text() == patch.read_text()
+    assert f"+  - {patch.name}" in diff
+    said = report._overrides(plan)
+    assert [line for line in said if patch.name in line] == [
+        f"- patch `{patch.name}`, on top of the recipe's: measured here, not in the recipe"]
+
+
+@pytest.mark.parametrize("arguments", [["--patch", "p.patch"], ["--cpu", "--patch", "p.patch"],
+                                       ["--speed", "--core", "x.conda", "--package", "y.conda", "--patch", "p.patch"]],
+                         ids=["package", "cpu", "speed-of-a-built-plugin"])
+def test_patch_goes_with_a_speed_run_that_builds_the_plugin(arguments: list[str],
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        pack.main(arguments)
+    assert stopped.value.code == 2
+    assert "--patch builds the plugin a speed run measures with a patch" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("purpose", [[], ["--cost"], ["--speed", "--core", "x.conda"]],
@@ -718,7 +749,7 @@ def test_a_configure_only_copy_stops_the_build_script_at_its_build_step_and_drop
         lists.pop(key)
     plugins = {}
     for configure_only in (False, True):
-        recipe_dir, _ = steps.device_recipe(plan, tmp_path / str(configure_only), tmp_path / "src", tmp_path / "mirror",
+        recipe_dir, _ = steps.device_recipe(plan, tmp_path / str(configure_only), tmp_path / "src", tmp_path,
                                             configure_only=configure_only, cuda="13.0")
         plugins[configure_only] = next(r.recipe for r in render(recipe_dir / "recipe.yaml", lists, "linux-64",
                                                                 "linux-64") if r.name == steps.PLUGIN)

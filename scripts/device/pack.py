@@ -4,7 +4,7 @@
     python3 scripts/device/pack.py [--mirror DIR] [--dest DIR] [--package PLUGIN] [--core ORT]
     python3 scripts/device/pack.py --cost [--mirror DIR] [--dest DIR]
     python3 scripts/device/pack.py --cpu [--novec] [--mirror DIR] [--dest DIR] [--package PLUGIN]
-    python3 scripts/device/pack.py --speed --core ORT [--mirror DIR] [--dest DIR] [--package PLUGIN]
+    python3 scripts/device/pack.py --speed --core ORT [--mirror DIR] [--dest DIR] [--package PLUGIN | --patch P ...]
 
 The GPU machine has no network, and one call carries at most 64 MiB: the checkout plus the folders named in
 `carry`. The sources, from a mirror folder laid out as scripts/standins/sources.py describes (ONNX Runtime's
@@ -189,14 +189,15 @@ def suite_runs(cores: Cores, version: str, core: str | None) -> tuple[SuiteRun, 
 
 
 def build_plan(feedstock: Path, purpose: Purpose = "package", package: str | None = None,
-               core: str | None = None, novec: bool = False) -> Plan:
+               core: str | None = None, novec: bool = False, patches: tuple[str, ...] = ()) -> Plan:
     """What the run builds, for the newest linux-64 CUDA job; `package` and `core`, earlier runs' plugin and
     onnxruntime by their paths in the bundles. `package`: the plugin as rattler-build evaluates it, with the
     device overrides (or `package`, built before), the cores its tests load it into, and upstream's operator
     suite; `cost` (scripts/buildcost.py): the plugin with the recipe's own settings; `cpu`: the CPU packages of
     the CPU job (`novec`: the -novec one's), whose user's environment takes its CUDA libraries from the CUDA job's
     stand-ins; `speed`: the plugin with the speed overrides (or `package`), untested (the package run tests the
-    plugin), in the environment of `core`, and the wheel it is compared with."""
+    plugin), in the environment of `core`, and the wheel it is compared with, with `patches` of ONNX Runtime's
+    source (their paths in the bundles) on top of the recipe's."""
     cuda = newest_cuda(load_jobs(feedstock), "linux-64")
     try:
         recipe, _ = evaluate(feedstock, PLUGIN, cuda, None)
@@ -222,7 +223,7 @@ def build_plan(feedstock: Path, purpose: Purpose = "package", package: str | Non
     if purpose == "speed":
         return Plan(purpose, version, (cuda_job, cpu_job), script_env=script_env,
                     compare=Compared(f"{COMPARED}=={version}"), **({"overrides": SPEED_PLUGIN_OVERRIDES} | built),
-                    **earlier)
+                    patches=patches, **earlier)
     cores = Cores(script_env["ORT_MIN_CORE_VERSION"], NEWEST_CORE)
     if purpose == "cost":
         return Plan(purpose, version, (cuda_job,), (PLUGIN,), cost_overrides(recipe), script_env, cores)
@@ -355,6 +356,9 @@ def main(argv: list[str]) -> int:
     purpose.add_argument("--speed", action="store_const", dest="purpose", const="speed",
                          help=f"the speed comparison: the plugin (built, or --package) in --core's environment against "
                               f"{COMPARED}")
+    parser.add_argument("--patch", type=Path, action="append", default=[],
+                        help="with --speed: a patch of ONNX Runtime's source that the plugin is built with, on top of "
+                             "the recipe's, to measure it before it goes into config/feedstock.yaml (repeatable)")
     args = parser.parse_args(argv)
     if args.core is not None and args.purpose not in ("speed", "package"):
         parser.error("--core names the onnxruntime package a speed run measures the plugin with, or the package run "
@@ -364,15 +368,20 @@ def main(argv: list[str]) -> int:
                      "name it with --core")
     if args.novec and args.purpose != "cpu":
         parser.error("--novec builds the -novec CPU packages: it goes with --cpu")
+    if args.patch and (args.purpose != "speed" or args.package is not None):
+        parser.error("--patch builds the plugin a speed run measures with a patch: it goes with --speed, without "
+                     "--package")
     if args.purpose == "cost" and args.package is not None:
         parser.error("--cost measures the build of the recipe's plugin: it takes no --package")
     given = {key: path for key, path in (("core", args.core), ("package", args.package)) if path is not None}
     try:
-        for path in given.values():
+        for path in [*given.values(), *args.patch]:
             if not path.is_file():
-                raise PackError(f"{path}: no such package")
+                raise PackError(f"{path}: no such file")
         carried = {f"packages/{path.name}": path for path in given.values()}
-        plan = build_plan(bootstrap.REPO, args.purpose, novec=args.novec,
+        patches = {f"patches/{path.name}": path for path in args.patch}
+        carried |= patches
+        plan = build_plan(bootstrap.REPO, args.purpose, novec=args.novec, patches=tuple(patches),
                           **{key: f"packages/{path.name}" for key, path in given.items()})
         with tempfile.TemporaryDirectory() as scratch:
             plan, inputs = gather(args.mirror and args.mirror.resolve(), plan, Path(scratch))

@@ -94,8 +94,9 @@ class Compared:
 class Plan:
     """One GPU run. `jobs` are the jobs whose stand-ins the channel holds, the first the one built; `outputs`
     the recipe's outputs built (none: the run installs `package`, an earlier run's plugin); `package` and
-    `core` are earlier runs' packages by their paths in the bundles; `inputs` every file the bundles carry,
-    which the run waits for."""
+    `core` are earlier runs' packages by their paths in the bundles; `patches`, of ONNX Runtime's source, go on
+    top of the recipe's for this run alone (the speed run measures them), by their paths in the bundles;
+    `inputs` every file the bundles carry, which the run waits for."""
 
     purpose: Purpose
     version: str
@@ -109,6 +110,7 @@ class Plan:
     package: str | None = None
     core: str | None = None
     compare: Compared | None = None
+    patches: tuple[str, ...] = ()
     bundles: tuple[str, ...] = ()
     inputs: tuple[str, ...] = ()
 

@@ -105,7 +105,9 @@ def _overrides(plan: Plan) -> list[str]:
     lines = ["", "## Settings that differ from conda-forge's build (none of them is in the recipe)", ""]
     settings = [(kind, setting) for kind in ("context", "env", "cmake") for setting in getattr(plan.overrides, kind)]
     lines += [f"- {kind} `{name}` = `{value}`: {reason}" for kind, (name, value, reason) in settings]
-    if settings:
+    lines += [f"- patch `{Path(patch).name}`, on top of the recipe's: measured here, not in the recipe"
+              for patch in plan.patches]
+    if settings or plan.patches:
         return lines
     if plan.package is not None:
         return [*lines, f"(none in this run: it takes {plan.package}, an earlier run's package, whose report has the "

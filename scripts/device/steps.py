@@ -145,13 +145,14 @@ def stand_in_channel(run: Run) -> None:
         record["packages"] = {p.name: p.stat().st_size for p in built}
 
 
-def device_recipe(plan: Plan, work: Path, src: Path, mirror: Path, configure_only: bool,
+def device_recipe(plan: Plan, work: Path, src: Path, stage: Path, configure_only: bool,
                   trees: dict[str, str] | None = None, cuda: str | None = None) -> tuple[Path, str]:
     """The device's copy of the recipe (recipe_copy): the plan's outputs, the plugin for this machine's `cuda`
-    (none in a plan that names none), with the plan's overrides put in, and what the mirror's tree lacks of
-    the tag (MIRROR_TREE_PATCHES); and its diff."""
-    return recipe_copy(RECIPE, work, src, mirror, list(plan.outputs), configure_only, trees,
-                       dataclasses.asdict(plan.overrides), cuda, MIRROR_TREE_PATCHES)
+    (none in a plan that names none), with the plan's overrides put in, the mirror in the `stage`, what the
+    mirror's tree lacks of the tag (MIRROR_TREE_PATCHES), then the plan's own patches; and its diff."""
+    return recipe_copy(RECIPE, work, src, stage / "mirror", list(plan.outputs), configure_only, trees,
+                       dataclasses.asdict(plan.overrides), cuda,
+                       [*MIRROR_TREE_PATCHES, *(stage / patch for patch in plan.patches)])
 
 
 def unpack(stage: Path, into: Path, folder: str | None = None) -> None:
@@ -246,16 +247,16 @@ def build_outputs(run: Run, configure_only: bool = False) -> list[Path]:
     from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
 
     plan, output = run.plan, run.output
-    # a package an earlier pipeline built in this work folder is kept only for the same settings
-    settings, overrides = output / "overrides.json", json.dumps(dataclasses.asdict(plan.overrides), sort_keys=True)
+    # a package an earlier pipeline built in this work folder is kept only for the same settings and patches
+    settings = output / "overrides.json"
+    overrides = json.dumps({**dataclasses.asdict(plan.overrides), "patches": plan.patches}, sort_keys=True)
     if settings.exists() and settings.read_text() != overrides:
         shutil.rmtree(output)
     output.mkdir(parents=True, exist_ok=True)
     settings.write_text(overrides)
     with run.step("recipe") as record:
         src, trees = unpack_sources(run.stage, run.work, plan)
-        recipe_dir, record["diff"] = device_recipe(plan, run.work, src, run.stage / "mirror", configure_only, trees,
-                                                   run.cuda)
+        recipe_dir, record["diff"] = device_recipe(plan, run.work, src, run.stage, configure_only, trees, run.cuda)
         print(record["diff"])
         job = plan.jobs[0]
         variants = variant_file(REPO / job.file, run.work, run.variant(job))

@@ -171,3 +171,29 @@ def test_the_chain_model_is_one_add_per_node_and_the_profiles_give_each_operator
     mine, theirs = results["floor"]["chain"]["operator_us"]["Add"], results["newest"]["chain"]["operator_us"]["Add"]
     extra = (theirs - mine) * speed.CHAIN_NODES
     assert f"| chain | 1 | Add | {speed.CHAIN_NODES} | {mine} | {theirs} | {extra:.0f} |" in table, table
+
+
+def test_cuda_graph_cases_run_on_outputs_bound_once_and_sit_beside_the_plain_ones_in_the_table(
+        cores: dict[str, Path], tmp_path: Path) -> None:
+    """`measure --cuda-graph` runs each model on inputs and outputs bound once in the EP's memory (the CPU's here,
+    which has no graphs: the option is the CUDA EP's) and names its cases apart, so that `table` lists them
+    beside the same side's plain cases."""
+    models = tmp_path / "models"
+    models.mkdir()
+    assert run(cores["newest"], "-c", MODEL, str(models / "tiny.onnx")).returncode == 0
+    files = {}
+    for graph in ([], ["--cuda-graph"]):
+        files[bool(graph)] = tmp_path / f"newest{len(graph)}.json"
+        done = measure(cores["newest"], "newest", models, files[bool(graph)], "--ep", "CPUExecutionProvider",
+                       "--batches", "1", "3", *graph)
+        assert done.returncode == 0, done.stdout + done.stderr
+    cases = json.loads(files[True].read_text())["cases"]
+    assert [(c["model"], c["batch"], c["bound_outputs"]) for c in cases] == [
+        ("tiny with CUDA graphs", 1, {"y": [1, 64]}), ("tiny with CUDA graphs", 3, {"y": [3, 64]})]
+    assert all(c["median_ms"] > 0 for c in cases)
+    table = subprocess.run([sys.executable, str(SPEED), "table", "--plugin", str(files[False]), str(files[True]),
+                            "--other", str(files[False]), str(files[True])], capture_output=True, text=True,
+                           check=True).stdout
+    rows = [tuple(row.split(" | ")[:2]) for row in table.splitlines() if row.startswith("| tiny")]
+    assert rows == [("| tiny", "1"), ("| tiny", "3"), ("| tiny with CUDA graphs", "1"),
+                    ("| tiny with CUDA graphs", "3")]

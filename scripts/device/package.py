@@ -29,10 +29,10 @@ Run on the GPU machine by run.sh, from the bundles pack.py wrote (STAGE: their c
      and a C++ program built against the CPU C++ package's CMake package registers it from its manifest and
      runs it too (consumer/);
    - speed, with the plugin built here or the plan's `package`, and the plan's `core` (this feedstock's
-     onnxruntime) from an earlier run: `onnxruntime onnxruntime-ep-cuda onnx`, user_check.py as above, then
-     speed.py's models measured in that environment and with the compared wheel (the plan's `compare`,
-     carried in pieces) beside the machine's Python, SPEED_ROUNDS times each in alternation and once more
-     with ONNX Runtime's profiler, and the table of the two.
+     onnxruntime or onnxruntime-novec) from an earlier run: that core, `onnxruntime-ep-cuda onnx`, user_check.py
+     as above, then speed.py's models measured in that environment and with the compared wheel (the plan's
+     `compare`, carried in pieces) beside the machine's Python, SPEED_ROUNDS times each in alternation, once
+     more with ONNX Runtime's profiler and once at batch 1 with CUDA graphs, and the table of the two.
 
 RESULTS (default WORK/results)/package.json says what each step did; report.py makes report.md of it.
 Exit 0 when every step passed.
@@ -270,15 +270,26 @@ def compare_speed(prefix: Path, run: Run) -> dict:
                                                       "--out", str(results_dir / f"{name}-profile.json")],
                                              results_dir / f"{name}-profile.log")
         profiles = [str(results_dir / f"{name}-profile.json") for name in sides]
+        # and each side at batch 1 with CUDA graphs, whose cases the table lists beside the plain ones; a model that
+        # a graph cannot hold (a node off the GPU) is the table's finding, not a failed run
+        graphs = {}
+        for name, side in sides.items():
+            graphs[name] = results_dir / f"{name}-graph.json"
+            run_in(prefix, [*measured, "measure", *side, "--models", str(models), "--cuda-graph", "--batches", "1",
+                            "--out", str(graphs[name])], results_dir / f"{name}-graph.log")
         # a case that failed in a round shows in the table as that round's error; a round that wrote nothing does not
         if all(Path(f).exists() for f in (*files["speed-plugin"], *files["speed-compared"])):
             profiled = ["--profiles", *profiles] if all(Path(f).exists() for f in profiles) else []
-            runs["speed-table"] = run_in(prefix, [*measured, "table", "--plugin", *files["speed-plugin"],
-                                                  "--other", *files["speed-compared"], *profiled],
-                                         results_dir / "speed.md")
+            with_graphs = {name: [str(graphs[name])] if all(f.exists() for f in graphs.values()) else []
+                           for name in sides}
+            runs["speed-table"] = run_in(prefix, [*measured, "table",
+                                                  "--plugin", *files["speed-plugin"], *with_graphs["speed-plugin"],
+                                                  "--other", *files["speed-compared"], *with_graphs["speed-compared"],
+                                                  *profiled], results_dir / "speed.md")
     table = (results_dir / "speed.md").read_text() if runs.get("speed-table") == 0 else ""
     return {"runs": runs, "table": table, "ok": not any(runs.values()) and "speed-table" in runs,
-            "logs": {name: log_tail(results_dir / f"{name}.log") for name in runs if name != "speed-table"}}
+            "logs": {name: log_tail(results_dir / f"{name}.log")
+                     for name in [*runs, *(f"{side}-graph" for side in sides)] if name != "speed-table"}}
 
 
 def main(argv: list[str]) -> int:

@@ -3,7 +3,7 @@
 
     python3 speed.py export DIR
     python3 speed.py measure --python PY --label LABEL --models DIR --out FILE [--path P] [--preload] [--ep EP]
-                             [--batches 1 8] [--warmup N] [--runs N] [--profile]
+                             [--batches 1 8] [--warmup N] [--runs N] [--profile | --cuda-graph]
     python3 speed.py table --plugin FILE [FILE ...] --other FILE [FILE ...] [--profiles FILE FILE]
 
 `export` writes the models with the machine's torch and transformers: a BERT-style encoder
@@ -23,7 +23,10 @@ the session. `table` compares the plugin's result files with the other build's
 each median, then the operators each model ran on the plugin's EP. `measure --profile` also records, from
 ONNX Runtime's own profiler, the mean time of each operator's nodes on the EP over the timed runs (the
 profiler's own cost included, so its times are not the unprofiled ones); `table --profiles` takes one
-such file of each side and lists them, operator by operator. Exit 0 when every run of `measure` succeeded.
+such file of each side and lists them, operator by operator. `measure --cuda-graph` runs each model with the
+EP's CUDA graphs (`enable_cuda_graph`), its inputs and outputs bound once in the EP's device memory, as a graph
+needs; its cases are named `<model> with CUDA graphs`, so that `table` puts them beside the others. Exit 0 when
+every run of `measure` succeeded.
 """
 
 from __future__ import annotations
@@ -143,7 +146,32 @@ def operator_times(profile: Path, ep: str, warmup: int) -> dict[str, float]:
     return {name: round(statistics.mean(times), 1) for name, times in sorted(timed.items())}
 
 
-def one(model: Path, batch: int, ep: str, warmup: int, runs: int, preload: bool, profile: bool) -> dict:
+def bound(session, model: Path, ep: str, inputs: dict):
+    """The session's run on `inputs` and outputs bound once in `ep`'s device memory (the CPU's for the CPU EP), as
+    CUDA graphs need: a graph replays into the buffers it was captured with. The outputs are sized by a run of a
+    plain session of the model. Returns the run and the outputs' shapes."""
+    import onnxruntime as ort
+
+    device = "cpu" if ep == "CPUExecutionProvider" else "cuda"
+    results = ort.InferenceSession(str(model), providers=[ep]).run(None, inputs)
+    binding = session.io_binding()
+    values = [ort.OrtValue.ortvalue_from_numpy(value, device, 0) for value in inputs.values()]
+    outputs = [ort.OrtValue.ortvalue_from_shape_and_type(list(result.shape), result.dtype, device, 0)
+               for result in results]
+    for name, value in zip(inputs, values, strict=True):
+        binding.bind_ortvalue_input(name, value)
+    for meta, value in zip(session.get_outputs(), outputs, strict=True):
+        binding.bind_ortvalue_output(meta.name, value)
+
+    def run() -> list:
+        session.run_with_iobinding(binding)
+        return [*values, *outputs]  # the bound OrtValues live as long as the run does
+
+    return run, {meta.name: list(result.shape) for meta, result in zip(session.get_outputs(), results, strict=True)}
+
+
+def one(model: Path, batch: int, ep: str, warmup: int, runs: int, preload: bool, profile: bool,
+        graph: bool = False) -> dict:
     """One model at one batch size in this process: what `measure` records."""
     import tempfile
 
@@ -157,7 +185,8 @@ def one(model: Path, batch: int, ep: str, warmup: int, runs: int, preload: bool,
         options.enable_profiling = True
         options.profile_file_prefix = str(Path(tempfile.mkdtemp()) / "profile")
     started = time.perf_counter()
-    session = ort.InferenceSession(str(model), sess_options=options, providers=[ep])
+    session = ort.InferenceSession(str(model), sess_options=options,
+                                   providers=[(ep, {"enable_cuda_graph": "1"}) if graph else ep])
     created = time.perf_counter() - started
     if ep not in session.get_providers():
         # a core that lacks the EP runs the session on the CPU EP with no more than a warning
@@ -169,15 +198,18 @@ def one(model: Path, batch: int, ep: str, warmup: int, runs: int, preload: bool,
             name = f"{node.domain}:{node.op_type}" if node.domain else node.op_type
             counts[name] = counts.get(name, 0) + 1
     inputs = feeds(session, batch)
+    # with CUDA graphs, the first run captures the graph and the others replay it
+    run, shapes = bound(session, model, ep, inputs) if graph else ((lambda: session.run(None, inputs)), None)
     for _ in range(warmup):
-        session.run(None, inputs)
+        run()
     times = []
     for _ in range(runs):
         started = time.perf_counter()
-        session.run(None, inputs)
+        run()
         times.append((time.perf_counter() - started) * 1000)
     times.sort()
     return {"core": ort.__version__, "preloaded": preload, "providers": session.get_providers(), "operators": operators,
+            **({"bound_outputs": shapes} if graph else {}),
             "create_s": round(created, 3), "median_ms": round(statistics.median(times), 3),
             "p90_ms": round(times[math.ceil(0.9 * len(times)) - 1], 3), "runs": runs, "warmup": warmup,
             **({"operator_us": operator_times(Path(session.end_profiling()), ep, warmup)} if profile else {})}
@@ -218,7 +250,7 @@ def measure(args: argparse.Namespace) -> int:
     for model in sorted(args.models.glob("*.onnx")):
         for batch in args.batches:
             command = [args.python, __file__, "one", str(model), str(batch), args.ep, str(args.warmup), str(args.runs),
-                       str(int(args.preload)), str(int(args.profile))]
+                       str(int(args.preload)), str(int(args.profile)), str(int(args.cuda_graph))]
             child = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
             memory = PeakMemory(child.pid)
@@ -228,7 +260,8 @@ def measure(args: argparse.Namespace) -> int:
                 child.kill()
                 out, err = child.communicate()
                 err += f"\n(stopped after {CASE_SECONDS} s)"
-            case = {"model": model.stem, "batch": batch, "peak_gpu_mib": memory.done()}
+            case = {"model": f"{model.stem} with CUDA graphs" if args.cuda_graph else model.stem, "batch": batch,
+                    "peak_gpu_mib": memory.done()}
             if child.returncode == 0:
                 case |= json.loads(out.strip().splitlines()[-1])
             else:
@@ -318,8 +351,9 @@ def profiles(plugin: dict, other: dict) -> str:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["one"]:
-        model, batch, ep, warmup, runs, preload, profile = argv[1:]
-        print(json.dumps(one(Path(model), int(batch), ep, int(warmup), int(runs), preload == "1", profile == "1")))
+        model, batch, ep, warmup, runs, preload, profile, graph = argv[1:]
+        print(json.dumps(one(Path(model), int(batch), ep, int(warmup), int(runs), preload == "1", profile == "1",
+                             graph == "1")))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     verbs = parser.add_subparsers(dest="verb", required=True)
@@ -335,7 +369,9 @@ def main(argv: list[str]) -> int:
     run.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     run.add_argument("--warmup", type=int, default=100)
     run.add_argument("--runs", type=int, default=1000)
-    run.add_argument("--profile", action="store_true")
+    timing = run.add_mutually_exclusive_group()
+    timing.add_argument("--profile", action="store_true")
+    timing.add_argument("--cuda-graph", action="store_true")
     compare = verbs.add_parser("table")
     compare.add_argument("--plugin", type=Path, nargs="+", required=True)
     compare.add_argument("--other", type=Path, nargs="+", required=True)

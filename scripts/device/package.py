@@ -53,6 +53,7 @@ from pathlib import Path, PurePosixPath
 
 
 from pieces import join
+from speed import CHAIN_NODES
 from plan import Plan, SuiteRun, load, package_name
 from steps import (HERE, PLUGIN, Run, build_outputs, gpu_features, installed, log_tail, machine_facts,
                    plugin_manifest, plugin_package, run_in, run_tests, stand_in_channel, toolkit_version, unpack,
@@ -233,6 +234,29 @@ def operator_suites(run: Run, plugin_channel: Path) -> None:
                         and all(status in (0, 1) for status in record["runs"].values()))
 
 
+def chain_api_calls(run: Run, prefix: Path, sides: dict[str, list[str]], models: Path) -> None:
+    """Where the machine has Nsight Systems (`nsys` on PATH or in the toolkit), each side's chain of Adds at batch 1
+    recorded by it, and the CUDA API calls summed (results/<side>-chain-api_cuda_api_sum.csv): how many calls of each
+    kind a node makes on either side, and how long they take. Left out, with a line in the log, where it has not;
+    its failure is no failure of the speed run."""
+    nsys = shutil.which("nsys") or next(map(str, sorted(run.toolkit.glob("**/bin/nsys"))), None)
+    if nsys is None:
+        print("speed: no nsys on this machine, so no record of each side's CUDA API calls", flush=True)
+        return
+    chain = models / "chain-alone"
+    chain.mkdir(exist_ok=True)
+    shutil.copy(models / f"add-chain-{CHAIN_NODES}.onnx", chain)
+    for name, side in sides.items():
+        record = run.work / f"{name}-chain"
+        run_in(prefix, [nsys, "profile", "--trace=cuda,osrt", "--force-overwrite=true", "-o", str(record),
+                        sys.executable, str(HERE / "speed.py"), "measure", *side, "--models", str(chain),
+                        "--batches", "1", "--out", str(run.results_dir / f"{name}-chain.json")],
+               run.results_dir / f"{name}-chain-nsys.log")
+        run_in(prefix, [nsys, "stats", "--report", "cuda_api_sum", "--format", "csv", "--force-export=true",
+                        "--output", str(run.results_dir / f"{name}-chain-api"), f"{record}.nsys-rep"],
+               run.results_dir / f"{name}-chain-stats.log")
+
+
 def compare_speed(prefix: Path, run: Run) -> dict:
     """The plugin in the user's environment against the compared wheel's built-in CUDA EP (speed.py): the
     models exported by the machine's torch, each side measured in fresh processes of its own interpreter,
@@ -277,6 +301,7 @@ def compare_speed(prefix: Path, run: Run) -> dict:
             graphs[name] = results_dir / f"{name}-graph.json"
             run_in(prefix, [*measured, "measure", *side, "--models", str(models), "--cuda-graph", "--batches", "1",
                             "--out", str(graphs[name])], results_dir / f"{name}-graph.log")
+        chain_api_calls(run, prefix, sides, models)
         # a case that failed in a round shows in the table as that round's error; a round that wrote nothing does not
         if all(Path(f).exists() for f in (*files["speed-plugin"], *files["speed-compared"])):
             profiled = ["--profiles", *profiles] if all(Path(f).exists() for f in profiles) else []

@@ -53,7 +53,7 @@ from pathlib import Path, PurePosixPath
 
 
 from pieces import join
-from speed import CHAIN_NODES
+from speed import CHAIN_FILE
 from plan import Plan, SuiteRun, load, package_name
 from steps import (HERE, PLUGIN, Run, build_outputs, gpu_features, installed, log_tail, machine_facts,
                    plugin_manifest, plugin_package, run_in, run_tests, stand_in_channel, toolkit_version, unpack,
@@ -245,7 +245,7 @@ def chain_api_calls(run: Run, prefix: Path, sides: dict[str, list[str]], models:
         return
     chain = models / "chain-alone"
     chain.mkdir(exist_ok=True)
-    shutil.copy(models / f"add-chain-{CHAIN_NODES}.onnx", chain)
+    shutil.copy(models / CHAIN_FILE, chain)
     for name, side in sides.items():
         record = run.work / f"{name}-chain"
         run_in(prefix, [nsys, "profile", "--trace=cuda,osrt", "--force-overwrite=true", "-o", str(record),
@@ -272,6 +272,15 @@ def compare_speed(prefix: Path, run: Run) -> dict:
              "speed-compared": ["--python", sys.executable, "--path", str(site), "--preload",
                                 "--label", wheel.name.split("-")[0].replace("_", "-")]}
     runs = {"speed-export": run_in(prefix, [*measured, "export", str(models)], results_dir / "speed-export.log")}
+
+    def measure(name: str, side: list[str], kind: str, *extra: str) -> tuple[int, Path]:
+        """One `measure` of a side, to results/<name>-<kind>.json: its exit status and that file."""
+        out = results_dir / f"{name}-{kind}.json"
+        return run_in(prefix, [*measured, "measure", *side, "--models", str(models), *extra, "--out", str(out)],
+                      results_dir / f"{name}-{kind}.log"), out
+
+    # the CUDA graph runs' exit statuses, apart: a graph's failure is a finding, not a failed speed run
+    graph_runs: dict[str, int] = {}
     if not runs["speed-export"]:
         files: dict[str, list[str]] = {name: [] for name in sides}
         # the sides in alternation, ABBAAB: a drift of the GPU's or the host's state over the minutes weighs on both;
@@ -283,38 +292,30 @@ def compare_speed(prefix: Path, run: Run) -> dict:
                 break
             started = time.monotonic()
             for name, side in (sides.items() if number % 2 else reversed(sides.items())):
-                files[name].append(str(results_dir / f"{name}-{number}.json"))
-                runs[f"{name}-{number}"] = run_in(prefix, [*measured, "measure", *side, "--models", str(models),
-                                                           "--out", files[name][-1]],
-                                                  results_dir / f"{name}-{number}.log")
+                runs[f"{name}-{number}"], out = measure(name, side, str(number))
+                files[name].append(str(out))
             first_round = first_round or time.monotonic() - started
-        # then each operator's time per node, from ONNX Runtime's profiler
+        # then each operator's time per node, from ONNX Runtime's profiler; and each side at batch 1 with CUDA graphs,
+        # whose cases the table lists beside the plain ones: a model that a graph cannot hold (a node off the GPU) is
+        # the table's finding, not a failed run
+        profiles, graphs = [], []
         for name, side in sides.items():
-            runs[f"{name}-profile"] = run_in(prefix, [*measured, "measure", *side, "--models", str(models), *PROFILED,
-                                                      "--out", str(results_dir / f"{name}-profile.json")],
-                                             results_dir / f"{name}-profile.log")
-        profiles = [str(results_dir / f"{name}-profile.json") for name in sides]
-        # and each side at batch 1 with CUDA graphs, whose cases the table lists beside the plain ones; a model that
-        # a graph cannot hold (a node off the GPU) is the table's finding, not a failed run
-        graphs = {}
-        for name, side in sides.items():
-            graphs[name] = results_dir / f"{name}-graph.json"
-            run_in(prefix, [*measured, "measure", *side, "--models", str(models), "--cuda-graph", "--batches", "1",
-                            "--out", str(graphs[name])], results_dir / f"{name}-graph.log")
+            runs[f"{name}-profile"], out = measure(name, side, "profile", *PROFILED)
+            profiles.append(str(out))
+            graph_runs[f"{name}-graph"], out = measure(name, side, "graph", "--cuda-graph", "--batches", "1")
+            graphs.append(out)
         chain_api_calls(run, prefix, sides, models)
         # a case that failed in a round shows in the table as that round's error; a round that wrote nothing does not
         if all(Path(f).exists() for f in (*files["speed-plugin"], *files["speed-compared"])):
             profiled = ["--profiles", *profiles] if all(Path(f).exists() for f in profiles) else []
-            with_graphs = {name: [str(graphs[name])] if all(f.exists() for f in graphs.values()) else []
-                           for name in sides}
-            runs["speed-table"] = run_in(prefix, [*measured, "table",
-                                                  "--plugin", *files["speed-plugin"], *with_graphs["speed-plugin"],
-                                                  "--other", *files["speed-compared"], *with_graphs["speed-compared"],
-                                                  *profiled], results_dir / "speed.md")
+            mine, theirs = ([str(f)] for f in graphs) if all(f.exists() for f in graphs) else ([], [])
+            runs["speed-table"] = run_in(prefix, [*measured, "table", "--plugin", *files["speed-plugin"], *mine,
+                                                  "--other", *files["speed-compared"], *theirs, *profiled],
+                                         results_dir / "speed.md")
     table = (results_dir / "speed.md").read_text() if runs.get("speed-table") == 0 else ""
     return {"runs": runs, "table": table, "ok": not any(runs.values()) and "speed-table" in runs,
             "logs": {name: log_tail(results_dir / f"{name}.log")
-                     for name in [*runs, *(f"{side}-graph" for side in sides)] if name != "speed-table"}}
+                     for name in [*runs, *graph_runs] if name != "speed-table"}}
 
 
 def main(argv: list[str]) -> int:

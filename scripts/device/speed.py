@@ -49,6 +49,8 @@ BERT_SEQUENCE = 128
 CASE_SECONDS = 60
 IMAGE = 224
 CHAIN_NODES = 500
+# the file export writes the chain to
+CHAIN_FILE = f"add-chain-{CHAIN_NODES}.onnx"
 
 
 def chain(path: Path) -> Path:
@@ -107,7 +109,7 @@ def export(folder: Path) -> list[Path]:
         half = folder / f"{name}-fp16.onnx"
         onnx.save(convert_float_to_float16(onnx.load(str(path)), keep_io_types=False), str(half))
         written += [path, half]
-    written.append(chain(folder / f"add-chain-{CHAIN_NODES}.onnx"))
+    written.append(chain(folder / CHAIN_FILE))
     print(f"torch {torch.__version__}, fp16 by onnxruntime {onnxruntime.__version__}'s converter", flush=True)
     for path in written:
         print(f"exported {path} ({path.stat().st_size} bytes)", flush=True)

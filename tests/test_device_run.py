@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -500,6 +501,19 @@ def test_patch_goes_with_a_speed_run_that_builds_the_plugin(arguments: list[str]
     assert "--patch builds the plugin a speed run measures with a patch" in capsys.readouterr().err
 
 
+def test_two_patches_of_one_name_are_refused_as_one_would_replace_the_other(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    core, patches = tmp_path / "onnxruntime-1.30.0-py312h0_0_cpu.conda", [tmp_path / "a" / "p.patch",
+                                                                          tmp_path / "b" / "p.patch"]
+    for path in (core, *patches):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("x")
+    arguments = ["--speed", "--core", str(core), "--dest", str(tmp_path / "out")]
+    assert pack.main([*arguments, *(a for p in patches for a in ("--patch", str(p)))]) == 2
+    assert f"pack: --patch: two patches named alike: {patches[0]} {patches[1]}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("purpose", [[], ["--cost"], ["--speed", "--core", "x.conda"]],
                          ids=["package", "cost", "speed"])
 def test_novec_goes_with_the_cpu_packages_alone(purpose: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -806,3 +820,67 @@ def test_the_mirror_trees_iobinding_names_nvidia_once_rattler_build_has_applied_
     assert before.returncode == 1 and "not NVIDIA's 0x10de" in before.stderr, before.stdout + before.stderr
     assert after.returncode == 0, after.stdout + after.stderr
     assert "is NVIDIA's (0x10de)" in after.stdout
+
+
+def test_a_speed_run_measures_graphs_profiles_and_nsys_after_its_first_round_and_rounds_while_time_is_left(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The speed step's schedule on the GPU machine, whose commands cannot run here: every command, `measure`,
+    nsys or the table, stands in as one that takes 100 s of a clock the step's deadline is read from (and writes
+    its --out file). After the first round come the CUDA graph runs, the profiles and nsys (in the toolkit), then
+    more rounds while one fits with half a round to spare; the table is made from the rounds that ran, no command
+    is given more time than the step has left, and the report lists every run with its exit status."""
+    plan = pack.build_plan(REPO, "speed", core="packages/onnxruntime-1.30.0-py312h0_0_cpu.conda")
+    run = steps.Run(plan, tmp_path / "stage", tmp_path / "work", tmp_path / "results", toolkit=tmp_path / "toolkit",
+                    cuda="13.0", python="3.12")
+    for folder in (run.stage, run.results_dir, run.toolkit / "bin", run.work / "models"):
+        folder.mkdir(parents=True)
+    (run.toolkit / "bin" / "nsys").touch()
+    (run.work / "models" / package.CHAIN_FILE).touch()
+    wheel = tmp_path / "onnxruntime_gpu-1.30.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("onnxruntime/__init__.py", "")
+    (run.stage / plan.compare.folder).mkdir(parents=True)
+    pieces.cut(wheel, run.stage / plan.compare.folder, 1 << 20)
+    plan.write(run.stage / "plan.json")
+    clock, deadline, calls = [0.0], 1100.0, []
+
+    def command(prefix: Path, argv: list[str], log: Path, limit: int = 600, **_) -> int:
+        assert limit <= max(1, deadline - clock[0] - package.WRITE_UP_S)
+        kind = next(a for a in argv if a in ("export", "measure", "table", "profile", "stats"))
+        calls.append(f"{kind} {log.stem}")
+        if "--out" in argv:
+            Path(argv[argv.index("--out") + 1]).write_text("{}")
+        log.write_text(f"{kind} ran\n")
+        clock[0] += 100
+        return 0
+
+    monkeypatch.setattr(package, "run_in", command)
+    monkeypatch.setattr(package, "time", type("Clock", (), {"monotonic": staticmethod(lambda: clock[0])}))
+    monkeypatch.setattr(package, "seconds_left", lambda: deadline - clock[0] - package.WRITE_UP_S)
+
+    with run.step("speed") as record:
+        record |= package.compare_speed(tmp_path / "env", run)
+
+    assert calls == ["export speed-export", "measure speed-plugin-1", "measure speed-compared-1",
+                     "measure speed-plugin-graph", "measure speed-plugin-profile",
+                     "measure speed-compared-graph", "measure speed-compared-profile",
+                     "profile speed-plugin-chain-nsys", "stats speed-plugin-chain-stats",
+                     "profile speed-compared-chain-nsys", "stats speed-compared-chain-stats",
+                     # 1100 - 1100 (clock) - 60 < 300: no second round
+                     "table speed"]
+    assert record["ok"] and set(record["findings"]) == {"speed-plugin-graph", "speed-compared-graph",
+                                                        "speed-plugin-chain-nsys", "speed-plugin-chain-stats",
+                                                        "speed-compared-chain-nsys", "speed-compared-chain-stats"}
+    assert report.main([str(tmp_path)]) == 0
+    text = (run.results_dir / "report.md").read_text()
+    for name in [*record["runs"], *record["findings"]]:
+        if name != "speed-table":
+            assert f"{name}: exit 0\n```\n" in text, name
+
+    calls.clear()
+    clock[0], deadline = 0.0, 2000.0
+    package.compare_speed(tmp_path / "env", run)
+    # 2000 - 1100 - 60 = 840 s left after the first round's extras: rounds 2 to 4, the sides in alternation
+    assert calls[11:] == ["measure speed-compared-2", "measure speed-plugin-2", "measure speed-plugin-3",
+                          "measure speed-compared-3", "measure speed-compared-4", "measure speed-plugin-4",
+                          "table speed"]

@@ -380,6 +380,9 @@ def main(argv: list[str]) -> int:
                 raise PackError(f"{path}: no such file")
         carried = {f"packages/{path.name}": path for path in given.values()}
         patches = {f"patches/{path.name}": path for path in args.patch}
+        if len(patches) < len(args.patch):
+            # they travel under their names, so one would take the other's place
+            raise PackError(f"--patch: two patches named alike: {' '.join(map(str, args.patch))}")
         carried |= patches
         plan = build_plan(bootstrap.REPO, args.purpose, novec=args.novec, patches=tuple(patches),
                           **{key: f"packages/{path.name}" for key, path in given.items()})

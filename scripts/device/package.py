@@ -31,8 +31,9 @@ Run on the GPU machine by run.sh, from the bundles pack.py wrote (STAGE: their c
    - speed, with the plugin built here or the plan's `package`, and the plan's `core` (this feedstock's
      onnxruntime or onnxruntime-novec) from an earlier run: that core, `onnxruntime-ep-cuda onnx`, user_check.py
      as above, then speed.py's models measured in that environment and with the compared wheel (the plan's
-     `compare`, carried in pieces) beside the machine's Python, SPEED_ROUNDS times each in alternation, once
-     more with ONNX Runtime's profiler and once at batch 1 with CUDA graphs, and the table of the two.
+     `compare`, carried in pieces) beside the machine's Python: a round of both, then each at batch 1 with CUDA
+     graphs and with ONNX Runtime's profiler (and its chain of Adds in nsys, where the machine has it), then more
+     rounds, in alternation, up to SPEED_ROUNDS while the step has time, and the table of the two.
 
 RESULTS (default WORK/results)/package.json says what each step did; report.py makes report.md of it.
 Exit 0 when every step passed.
@@ -65,6 +66,8 @@ from steps import (HERE, PLUGIN, Run, build_outputs, gpu_features, installed, lo
 SPEED_ROUNDS = 5
 # the profiled runs of each side, at batch size 1 (a profile of more runs takes long to read)
 PROFILED = ["--batches", "1", "--runs", "200", "--profile"]
+# the most one speed.py or nsys command of the speed run may take (less where the step has less left)
+SPEED_COMMAND_LIMIT = 600
 # Upstream's operator suite: a case still running after SUITE_CASE_LIMIT s (the slowest seen took 77 s) gets its
 # stacks written to its case log and its worker ended (case_log.py), and the suite goes on; a run ends after
 # SUITE_LIMIT s, as its runs did before the package run took them over (docs/gpu-runs/2026-12-01-fourth-run.md)
@@ -234,27 +237,33 @@ def operator_suites(run: Run, plugin_channel: Path) -> None:
                         and all(status in (0, 1) for status in record["runs"].values()))
 
 
-def chain_api_calls(run: Run, prefix: Path, sides: dict[str, list[str]], models: Path) -> None:
+def chain_api_calls(run: Run, prefix: Path, sides: dict[str, list[str]], models: Path, limit) -> dict[str, int]:
     """Where the machine has Nsight Systems (`nsys` on PATH or in the toolkit), each side's chain of Adds at batch 1
     recorded by it, and the CUDA API calls summed (results/<side>-chain-api_cuda_api_sum.csv): how many calls of each
-    kind a node makes on either side, and how long they take. Left out, with a line in the log, where it has not;
-    its failure is no failure of the speed run."""
+    kind a node makes on either side, and how long they take. Each command's exit status by its log's name (none,
+    and a line in the log, where the machine has no nsys); `limit()` gives each command's time limit."""
     nsys = shutil.which("nsys") or next(map(str, sorted(run.toolkit.glob("**/bin/nsys"))), None)
     if nsys is None:
         print("speed: no nsys on this machine, so no record of each side's CUDA API calls", flush=True)
-        return
+        return {}
     chain = models / "chain-alone"
     chain.mkdir(exist_ok=True)
     shutil.copy(models / CHAIN_FILE, chain)
+    statuses = {}
     for name, side in sides.items():
         record = run.work / f"{name}-chain"
-        run_in(prefix, [nsys, "profile", "--trace=cuda,osrt", "--force-overwrite=true", "-o", str(record),
-                        sys.executable, str(HERE / "speed.py"), "measure", *side, "--models", str(chain),
-                        "--batches", "1", "--out", str(run.results_dir / f"{name}-chain.json")],
-               run.results_dir / f"{name}-chain-nsys.log")
-        run_in(prefix, [nsys, "stats", "--report", "cuda_api_sum", "--format", "csv", "--force-export=true",
-                        "--output", str(run.results_dir / f"{name}-chain-api"), f"{record}.nsys-rep"],
-               run.results_dir / f"{name}-chain-stats.log")
+        # the CUDA API alone: no CPU sampling or OS runtime tracing of speed.py's nvidia-smi polls
+        statuses[f"{name}-chain-nsys"] = run_in(
+            prefix, [nsys, "profile", "--trace=cuda", "--sample=none", "--cpuctxsw=none", "--force-overwrite=true",
+                     "-o", str(record), sys.executable, str(HERE / "speed.py"), "measure", *side,
+                     "--models", str(chain), "--batches", "1", "--warmup", "20", "--runs", "200",
+                     "--out", str(run.results_dir / f"{name}-chain.json")],
+            run.results_dir / f"{name}-chain-nsys.log", limit=limit())
+        statuses[f"{name}-chain-stats"] = run_in(
+            prefix, [nsys, "stats", "--report", "cuda_api_sum", "--format", "csv", "--force-export=true",
+                     "--output", str(run.results_dir / f"{name}-chain-api"), f"{record}.nsys-rep"],
+            run.results_dir / f"{name}-chain-stats.log", limit=limit())
+    return statuses
 
 
 def compare_speed(prefix: Path, run: Run) -> dict:
@@ -271,51 +280,61 @@ def compare_speed(prefix: Path, run: Run) -> dict:
     sides = {"speed-plugin": ["--python", str(prefix / "bin" / "python"), "--label", PLUGIN],
              "speed-compared": ["--python", sys.executable, "--path", str(site), "--preload",
                                 "--label", wheel.name.split("-")[0].replace("_", "-")]}
-    runs = {"speed-export": run_in(prefix, [*measured, "export", str(models)], results_dir / "speed-export.log")}
+
+    def limit() -> int:
+        """A command's time limit: what the step has left, so that the table is made and package.json written."""
+        return max(1, int(min(SPEED_COMMAND_LIMIT, seconds_left())))
+
+    runs = {"speed-export": run_in(prefix, [*measured, "export", str(models)], results_dir / "speed-export.log",
+                                   limit=limit())}
+    # the exit statuses of the CUDA graph and nsys runs, apart: their failure is a finding, not a failed speed run
+    findings: dict[str, int] = {}
+    files: dict[str, list[str]] = {name: [] for name in sides}
+    profiles, graphs = [], []
 
     def measure(name: str, side: list[str], kind: str, *extra: str) -> tuple[int, Path]:
         """One `measure` of a side, to results/<name>-<kind>.json: its exit status and that file."""
         out = results_dir / f"{name}-{kind}.json"
         return run_in(prefix, [*measured, "measure", *side, "--models", str(models), *extra, "--out", str(out)],
-                      results_dir / f"{name}-{kind}.log"), out
+                      results_dir / f"{name}-{kind}.log", limit=limit()), out
 
-    # the CUDA graph runs' exit statuses, apart: a graph's failure is a finding, not a failed speed run
-    graph_runs: dict[str, int] = {}
-    if not runs["speed-export"]:
-        files: dict[str, list[str]] = {name: [] for name in sides}
-        # the sides in alternation, ABBAAB: a drift of the GPU's or the host's state over the minutes weighs on both;
-        # a round starts only while the step has time for it and the profiles, a round's time being the first's
-        first_round = 0.0
-        for number in range(1, SPEED_ROUNDS + 1):
-            if number > 1 and seconds_left() < first_round * 2:
-                print(f"speed: {number - 1} rounds, the step's time being short", flush=True)
-                break
-            started = time.monotonic()
-            for name, side in (sides.items() if number % 2 else reversed(sides.items())):
-                runs[f"{name}-{number}"], out = measure(name, side, str(number))
+    def one_round(number: int) -> None:
+        # the sides in alternation, ABBAAB: a drift of the GPU's or the host's state over the minutes weighs on both
+        for name, side in (sides.items() if number % 2 else reversed(sides.items())):
+            runs[f"{name}-{number}"], out = measure(name, side, str(number))
+            if out.exists():
                 files[name].append(str(out))
-            first_round = first_round or time.monotonic() - started
-        # then each operator's time per node, from ONNX Runtime's profiler; and each side at batch 1 with CUDA graphs,
-        # whose cases the table lists beside the plain ones: a model that a graph cannot hold (a node off the GPU) is
-        # the table's finding, not a failed run
-        profiles, graphs = [], []
+
+    if not runs["speed-export"]:
+        started = time.monotonic()
+        one_round(1)
+        round_s = time.monotonic() - started
+        # while the step has most of its time: each side at batch 1 with CUDA graphs (the table lists those cases
+        # beside the plain ones; a model that a graph cannot hold, a node off the GPU, is the table's finding) and
+        # with ONNX Runtime's profiler (each operator's time per node), and the chain of Adds in nsys
         for name, side in sides.items():
+            findings[f"{name}-graph"], out = measure(name, side, "graph", "--cuda-graph", "--batches", "1")
+            graphs.append(out)
             runs[f"{name}-profile"], out = measure(name, side, "profile", *PROFILED)
             profiles.append(str(out))
-            graph_runs[f"{name}-graph"], out = measure(name, side, "graph", "--cuda-graph", "--batches", "1")
-            graphs.append(out)
-        chain_api_calls(run, prefix, sides, models)
-        # a case that failed in a round shows in the table as that round's error; a round that wrote nothing does not
-        if all(Path(f).exists() for f in (*files["speed-plugin"], *files["speed-compared"])):
-            profiled = ["--profiles", *profiles] if all(Path(f).exists() for f in profiles) else []
-            mine, theirs = ([str(f)] for f in graphs) if all(f.exists() for f in graphs) else ([], [])
-            runs["speed-table"] = run_in(prefix, [*measured, "table", "--plugin", *files["speed-plugin"], *mine,
-                                                  "--other", *files["speed-compared"], *theirs, *profiled],
-                                         results_dir / "speed.md")
+        findings |= chain_api_calls(run, prefix, sides, models, limit)
+        # then the other rounds, each while the step has time for it with half a round to spare
+        for number in range(2, SPEED_ROUNDS + 1):
+            if seconds_left() < round_s * 1.5:
+                print(f"speed: {number - 1} rounds, the step's time being short", flush=True)
+                break
+            one_round(number)
+    # a case that failed in a round shows in the table as that round's error; a round that wrote nothing does not
+    if files["speed-plugin"] and files["speed-compared"]:
+        profiled = ["--profiles", *profiles] if all(Path(f).exists() for f in profiles) else []
+        mine, theirs = ([str(f)] for f in graphs) if all(f.exists() for f in graphs) else ([], [])
+        runs["speed-table"] = run_in(prefix, [*measured, "table", "--plugin", *files["speed-plugin"], *mine,
+                                              "--other", *files["speed-compared"], *theirs, *profiled],
+                                     results_dir / "speed.md", limit=limit())
     table = (results_dir / "speed.md").read_text() if runs.get("speed-table") == 0 else ""
-    return {"runs": runs, "table": table, "ok": not any(runs.values()) and "speed-table" in runs,
+    return {"runs": runs, "findings": findings, "table": table, "ok": not any(runs.values()) and "speed-table" in runs,
             "logs": {name: log_tail(results_dir / f"{name}.log")
-                     for name in [*runs, *graph_runs] if name != "speed-table"}}
+                     for name in [*runs, *findings] if name != "speed-table"}}
 
 
 def main(argv: list[str]) -> int:

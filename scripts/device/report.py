@@ -149,8 +149,9 @@ def _package_steps(package: dict) -> list[str]:
     speed = steps.get("speed", {})
     if speed:
         lines += ["", "## Speed", "", (speed.get("table") or "(no table)").rstrip()]
+        statuses = speed.get("runs", {}) | speed.get("findings", {})
         for name, log in speed.get("logs", {}).items():
-            lines += ["", f"{name}: exit {speed['runs'][name]}", "```", log.rstrip(), "```"]
+            lines += ["", f"{name}: exit {statuses[name]}", "```", log.rstrip(), "```"]
     return lines
 
 

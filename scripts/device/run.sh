@@ -118,6 +118,11 @@ dump_native_stacks() {
 # Past that, the machine's 30 minutes leave room only for the measurement file's way back (README.md,
 # "What a release costs").
 COST_END_S=1400
+# The machine is taken back 30 minutes after it starts, and `start` runs in its first call, about 90 s in. The
+# package step ends LOAN_END_S after the pipeline started (its suites and speed rounds share out what is left of
+# it: package.py's seconds_left), so that its report is written while the last `wait` can still bring it back.
+# A loan with less device time than that is started with a smaller one: `LOAN_END_S=900 run.sh start`.
+LOAN_END_S="${LOAN_END_S:-1560}"
 
 measure_cost() {
     local started="$1" targets="${work}/build_targets.txt"
@@ -161,12 +166,13 @@ rattler_build_tools() {
 # of the recipe (or takes an earlier run's, which the plan names), runs their tests and installs them for a
 # user (package.py says how).
 package() {
+    local started="$1"
     rattler_build_tools
     # A plugin built with DEVICE_OVERRIDES runs on the H200 from SM 7.5 PTX, which the driver compiles at a
     # process's first model run (docs/gpu-runs/ has how long it takes). One driver cache, large enough for the
     # whole library, serves the package's tests and the user's runs, so that only the first pays for it.
     export CUDA_CACHE_PATH="${top}/cuda-cache" CUDA_CACHE_MAXSIZE=4294967296
-    run_step package 1700 env PYTHONPATH="${top}/site:${repo}/scripts" python3 "${here}/package.py" \
+    run_step package $(( started + LOAN_END_S - $(date +%s) )) env PYTHONPATH="${top}/site:${repo}/scripts" python3 "${here}/package.py" \
         --stage "${stage}" --work "${work}" --results "${results}"
 }
 
@@ -179,7 +185,7 @@ pipeline() {
         measure_cost "${started}"
         return 0
     fi
-    package
+    package "${started}"
 }
 
 # whatever stopped the pipeline, the report is written and `wait` stops waiting

@@ -44,8 +44,10 @@ def python_env(name: str, requirements: list[str]) -> Path:
     """The interpreter of a venv named `name` with exactly `requirements` installed."""
     key = hashlib.sha256("\n".join(sorted(requirements)).encode()).hexdigest()[:12]
     env = CACHE / f"{name}-{key}"
+    # no byte-compiling of every module installed (half of pip's time here): a test imports few of them
     try:
-        return cached_venv(env, key, lambda python: pip_install(python, requirements, naming=" ".join(requirements)))
+        return cached_venv(env, key, lambda python: pip_install(python, ["--no-compile", *requirements],
+                                                                naming=" ".join(requirements)))
     except PipFailed as failure:
         pip_failed(f"install {requirements} into {env}", failure.output)
 

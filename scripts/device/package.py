@@ -49,6 +49,7 @@ import sys
 import sysconfig
 import time
 import zipfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
@@ -237,7 +238,8 @@ def operator_suites(run: Run, plugin_channel: Path) -> None:
                         and all(status in (0, 1) for status in record["runs"].values()))
 
 
-def chain_api_calls(run: Run, prefix: Path, sides: dict[str, list[str]], models: Path, limit) -> dict[str, int]:
+def chain_api_calls(run: Run, prefix: Path, sides: dict[str, list[str]], models: Path,
+                    limit: Callable[[], int]) -> dict[str, int]:
     """Where the machine has Nsight Systems (`nsys` on PATH or in the toolkit), each side's chain of Adds at batch 1
     recorded by it, and the CUDA API calls summed (results/<side>-chain-api_cuda_api_sum.csv): how many calls of each
     kind a node makes on either side, and how long they take. Each command's exit status by its log's name (none,

@@ -172,7 +172,8 @@ package() {
     # process's first model run (docs/gpu-runs/ has how long it takes). One driver cache, large enough for the
     # whole library, serves the package's tests and the user's runs, so that only the first pays for it.
     export CUDA_CACHE_PATH="${top}/cuda-cache" CUDA_CACHE_MAXSIZE=4294967296
-    run_step package $(( started + LOAN_END_S - $(date +%s) )) env PYTHONPATH="${top}/site:${repo}/scripts" python3 "${here}/package.py" \
+    run_step package $(( started + LOAN_END_S - $(date +%s) )) \
+        env PYTHONPATH="${top}/site:${repo}/scripts" python3 "${here}/package.py" \
         --stage "${stage}" --work "${work}" --results "${results}"
 }
 

@@ -49,7 +49,6 @@ import sys
 import sysconfig
 import time
 import zipfile
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
@@ -83,6 +82,11 @@ def seconds_left() -> float:
     """The package step's time left before run.sh stops it, less WRITE_UP_S (no limit outside run.sh)."""
     deadline = os.environ.get("STEP_DEADLINE")
     return float("inf") if deadline is None else int(deadline) - time.time() - WRITE_UP_S
+
+
+def time_for(most: int) -> int:
+    """A command's time limit: `most` s, or what the package step has left where that is less."""
+    return max(0, int(min(most, seconds_left())))
 
 
 def plugin(run: Run) -> None:
@@ -224,7 +228,7 @@ def operator_suites(run: Run, plugin_channel: Path) -> None:
                                                                run.results_dir / f"{suite_run.name}.cases"))
 
         # side by side, so they share one limit: SUITE_LIMIT, or what the package step has left
-        limit = max(0, int(min(SUITE_LIMIT, seconds_left())))
+        limit = time_for(SUITE_LIMIT)
 
         def one(name: str) -> int:
             prefix, argv, env = commands[name]
@@ -238,12 +242,11 @@ def operator_suites(run: Run, plugin_channel: Path) -> None:
                         and all(status in (0, 1) for status in record["runs"].values()))
 
 
-def chain_api_calls(run: Run, prefix: Path, sides: dict[str, list[str]], models: Path,
-                    limit: Callable[[], int]) -> dict[str, int]:
+def chain_api_calls(run: Run, prefix: Path, sides: dict[str, list[str]], models: Path) -> dict[str, int]:
     """Where the machine has Nsight Systems (`nsys` on PATH or in the toolkit), each side's chain of Adds at batch 1
     recorded by it, and the CUDA API calls summed (results/<side>-chain-api_cuda_api_sum.csv): how many calls of each
     kind a node makes on either side, and how long they take. Each command's exit status by its log's name (none,
-    and a line in the log, where the machine has no nsys); `limit()` gives each command's time limit."""
+    and a line in the log, where the machine has no nsys)."""
     nsys = shutil.which("nsys") or next(map(str, sorted(run.toolkit.glob("**/bin/nsys"))), None)
     if nsys is None:
         print("speed: no nsys on this machine, so no record of each side's CUDA API calls", flush=True)
@@ -260,11 +263,11 @@ def chain_api_calls(run: Run, prefix: Path, sides: dict[str, list[str]], models:
                      "-o", str(record), sys.executable, str(HERE / "speed.py"), "measure", *side,
                      "--models", str(chain), "--batches", "1", "--warmup", "20", "--runs", "200",
                      "--out", str(run.results_dir / f"{name}-chain.json")],
-            run.results_dir / f"{name}-chain-nsys.log", limit=limit())
+            run.results_dir / f"{name}-chain-nsys.log", limit=time_for(SPEED_COMMAND_LIMIT))
         statuses[f"{name}-chain-stats"] = run_in(
             prefix, [nsys, "stats", "--report", "cuda_api_sum", "--format", "csv", "--force-export=true",
                      "--output", str(run.results_dir / f"{name}-chain-api"), f"{record}.nsys-rep"],
-            run.results_dir / f"{name}-chain-stats.log", limit=limit())
+            run.results_dir / f"{name}-chain-stats.log", limit=time_for(SPEED_COMMAND_LIMIT))
     return statuses
 
 
@@ -283,12 +286,8 @@ def compare_speed(prefix: Path, run: Run) -> dict:
              "speed-compared": ["--python", sys.executable, "--path", str(site), "--preload",
                                 "--label", wheel.name.split("-")[0].replace("_", "-")]}
 
-    def limit() -> int:
-        """A command's time limit: what the step has left, so that the table is made and package.json written."""
-        return max(1, int(min(SPEED_COMMAND_LIMIT, seconds_left())))
-
     runs = {"speed-export": run_in(prefix, [*measured, "export", str(models)], results_dir / "speed-export.log",
-                                   limit=limit())}
+                                   limit=time_for(SPEED_COMMAND_LIMIT))}
     # the exit statuses of the CUDA graph and nsys runs, apart: their failure is a finding, not a failed speed run
     findings: dict[str, int] = {}
     files: dict[str, list[str]] = {name: [] for name in sides}
@@ -298,7 +297,7 @@ def compare_speed(prefix: Path, run: Run) -> dict:
         """One `measure` of a side, to results/<name>-<kind>.json: its exit status and that file."""
         out = results_dir / f"{name}-{kind}.json"
         return run_in(prefix, [*measured, "measure", *side, "--models", str(models), *extra, "--out", str(out)],
-                      results_dir / f"{name}-{kind}.log", limit=limit()), out
+                      results_dir / f"{name}-{kind}.log", limit=time_for(SPEED_COMMAND_LIMIT)), out
 
     def one_round(number: int) -> None:
         # the sides in alternation, ABBAAB: a drift of the GPU's or the host's state over the minutes weighs on both
@@ -319,7 +318,7 @@ def compare_speed(prefix: Path, run: Run) -> dict:
             graphs.append(out)
             runs[f"{name}-profile"], out = measure(name, side, "profile", *PROFILED)
             profiles.append(str(out))
-        findings |= chain_api_calls(run, prefix, sides, models, limit)
+        findings |= chain_api_calls(run, prefix, sides, models)
         # then the other rounds, each while the step has time for it with half a round to spare
         for number in range(2, SPEED_ROUNDS + 1):
             if seconds_left() < round_s * 1.5:
@@ -332,7 +331,7 @@ def compare_speed(prefix: Path, run: Run) -> dict:
         mine, theirs = ([str(f)] for f in graphs) if all(f.exists() for f in graphs) else ([], [])
         runs["speed-table"] = run_in(prefix, [*measured, "table", "--plugin", *files["speed-plugin"], *mine,
                                               "--other", *files["speed-compared"], *theirs, *profiled],
-                                     results_dir / "speed.md", limit=limit())
+                                     results_dir / "speed.md", limit=time_for(SPEED_COMMAND_LIMIT))
     table = (results_dir / "speed.md").read_text() if runs.get("speed-table") == 0 else ""
     return {"runs": runs, "findings": findings, "table": table, "ok": not any(runs.values()) and "speed-table" in runs,
             "logs": {name: log_tail(results_dir / f"{name}.log")

@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 
 from conftest import FLOOR_CORE_VERSION
+from cores import NEWEST_CORE
 from feedstock.ci_support import newest_cuda_job_file
 from standins.channel import Standin, build_channel, standins
+from standins.resolve import resolve_job
 
 REPO = Path(__file__).resolve().parent.parent
 RESOLVE = REPO / "scripts" / "resolve.py"
@@ -85,6 +87,21 @@ def test_a_test_requirement_the_channel_cannot_meet_fails_naming_it(feedstock: P
     cuda_jobs = [p for p in (REPO / ".ci_support").glob("linux_64_*.yaml") if "cuda_compiler_versionNone" not in p.name]
     assert len(failed) == len(cuda_jobs), done.stdout
 
+
+
+def test_the_plugins_users_get_every_library_it_loads_at_run_time(channel: Path) -> None:
+    """The plugin dlopens cuDNN and cuFFT and links neither (upstream's cmake/onnxruntime_providers_cuda_plugin.cmake),
+    so no linking check sees them: only its run requirements, run_exports applied, put them in a user's environment,
+    without which a Conv or an Rfft model fails there. Its test environments are such an environment."""
+    job = newest_cuda_job_file(REPO, "linux-64")
+    build_channel(standins([job], {"min_core_version": FLOOR_CORE_VERSION, "newest_core_version": NEWEST_CORE}),
+                  channel)
+    plugin = [o for o in resolve_job(REPO / "recipe" / "recipe.yaml", job, channel) if o.name == "onnxruntime-ep-cuda"]
+    tests = [e for output in plugin for e in output.environments if e.section.startswith("test")]
+    assert tests and not [e.error for e in tests if e.error]
+    for environment in tests:
+        names = {record.split()[0] for record in environment.resolved}
+        assert {"cudnn", "libcufft"} <= names, (environment.section, sorted(names))
 
 # A package whose library links the C library and libm, built by rattler-build with the sysroot stand-in
 # in its build environment, in a child process (rattler-build's worker threads can abort an interpreter's

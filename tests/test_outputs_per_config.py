@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+import rattler_render
 from conftest import CONFIG, REPO
 from feedstock.cuda_targets import number
 from feedstock.reader import version_tuple
-from support.recipe_checks import Built, Feedstock
+from support.recipe_checks import RECIPE, Built, Feedstock
 
 PLUGIN = CONFIG.outputs.plugin.name
 CPU_OUTPUTS = (CONFIG.outputs.cpp.name, CONFIG.outputs.python.name)
@@ -71,15 +72,27 @@ def test_the_plugin_pins_cuda_version_to_its_config_and_needs_no_python(feedstoc
 
 
 def test_the_plugin_needs_a_driver_and_cudnn_and_constrains_the_cores(feedstock: Feedstock) -> None:
-    for built in configs_building(feedstock, PLUGIN).values():
+    for name, built in configs_building(feedstock, PLUGIN).items():
         plugin = built[0]
         assert "__cuda" in plugin.requirements["run"]
-        assert f"cudnn {CONFIG.cudnn.major}.*" in plugin.requirements["run"]
+        # the major it is built against, which the job's pinning gives its host `cudnn` too
+        assert f"cudnn {feedstock.ci_support[name]['cudnn'][0]}.*" in plugin.requirements["run"], name
         constraints = plugin.requirements["run_constraints"]
         # old CUDA builds ship the same library file or a compiled-in CUDA provider: only CPU builds may join
         assert f"{CPU_OUTPUTS[1]} >={FLOOR} *cpu" in constraints
         assert f"{CPU_OUTPUTS[0]} >={FLOOR} *cpu" in constraints
 
+
+
+def test_the_plugins_cudnn_follows_a_cudnn_migration(feedstock: Feedstock) -> None:
+    """A cuDNN migration changes each job's `cudnn`: the plugin is then built against that major and dlopens its
+    libcudnn.so.<major>, so what it requires moves with it."""
+    name = next(iter(configs_building(feedstock, PLUGIN)))
+    migrated = feedstock.ci_support[name] | {"cudnn": ["10"]}
+    platform = platform_of(feedstock, name)
+    plugins = [r for r in rattler_render.render(REPO / RECIPE, migrated, platform, feedstock.build_platform(platform))
+               if r.name == PLUGIN]
+    assert plugins and all("cudnn 10.*" in r.recipe["requirements"]["run"] for r in plugins)
 
 def test_the_plugin_gets_sass_for_each_listed_gpu_and_ptx_for_the_newest(feedstock: Feedstock) -> None:
     """As ORT's CMake reads CMAKE_CUDA_ARCHITECTURES: `NNN-real` is SASS, `NNN-virtual` PTX, and a bare `NNN` SASS

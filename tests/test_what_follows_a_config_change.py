@@ -37,7 +37,6 @@ CHANGES = {
     "maintainers": ("  - hmaarrfk\n", "  - hmaarrfk\n  - someone-else\n"),
     "source.url": ("tags/v{version}.tar.gz", "tags/v{version}.tar.gz?mirror"),
     "min_core_version": (f'min_core_version: "{CONFIG.min_core_version}"', 'min_core_version: "99.0.0"'),
-    "cudnn.major": (f'  major: "{CONFIG.cudnn.major}"', f'  major: "{int(CONFIG.cudnn.major) + 1}"'),
     "cudnn.as": ("  as: run", "  as: constraint"),
     "python.minimum": (f'minimum: "{CONFIG.python.minimum}"', f'minimum: "3.{int(CONFIG.python.minimum[2:]) + 1}"'),
     "python.requirements": ("    - packaging\n", "    - packaging\n    - sympy\n"),

@@ -144,7 +144,6 @@ class Source(Model):
 
 
 class Cudnn(Model):
-    major: text(r"\d+", "a major version like 9")
     as_: Literal["run", "constraint"] = Field(alias="as")  # run: a dependency; constraint: only a constraint
 
 

@@ -1,6 +1,6 @@
 """Load a plugin execution provider library into the installed ONNX Runtime core and use it.
 
-    python test_plugin_load.py --library LIBRARY --ep-name NAME [--registration-name NAME] [--require-device]
+    python test_plugin_load.py --library LIBRARY --ep-name NAME [--require-device]
                                [--time-limit SECONDS]
 
 Registers the library, lists the EP's devices and, when there is one (or --require-device), runs a
@@ -46,7 +46,6 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--library", required=True, type=Path, help="the plugin EP shared library")
     parser.add_argument("--ep-name", required=True, help="EP name the library's devices report")
-    parser.add_argument("--registration-name", help="name to register the library under (default: --ep-name)")
     parser.add_argument("--require-device", action="store_true", help="fail instead of passing when no device")
     parser.add_argument("--time-limit", type=float, default=TIME_LIMIT,
                         help=f"seconds before the check gives up (default {TIME_LIMIT:.0f})")
@@ -156,13 +155,12 @@ def exercise_registered(arguments: argparse.Namespace) -> None:
 
 
 def check_plugin(arguments: argparse.Namespace) -> None:
-    registration_name = arguments.registration_name or arguments.ep_name
     step("core", f"onnxruntime {ort.__version__} from {Path(ort.__file__).parent}")
-    ort.register_execution_provider_library(registration_name, str(arguments.library))
-    step("register", f"{registration_name} <- {arguments.library}")
+    ort.register_execution_provider_library(arguments.ep_name, str(arguments.library))
+    step("register", f"{arguments.ep_name} <- {arguments.library}")
     exercise_registered(arguments)
-    ort.unregister_execution_provider_library(registration_name)
-    step("unregister", registration_name)
+    ort.unregister_execution_provider_library(arguments.ep_name)
+    step("unregister", arguments.ep_name)
 
 
 def main(argv: list[str]) -> int:

@@ -24,10 +24,6 @@ homepage
 repository
 documentation
 as_
-nvcc_threads
-nvcc_gb_per_thread
-build_jobs
-sm90_tma_jobs
 
 # pydantic reads a model's `model_config` and calls the methods its decorators make validators
 # (scripts/feedstock/inputs.py, ci_support.py).
@@ -43,12 +39,10 @@ _content
 
 # tests/support/smithy_offline.py's `send` replaces HTTPAdapter.send, so it takes that method's parameters.
 adapter
-kwargs
 
 # Fields of scripts/rehearsal.py's Report, written to report.json (dataclasses.asdict) and read
 # back from that file by tests/test_rehearsal.py and by whoever reads the report.
 link_line
-standins
 fetched_dependencies
 patched_sources
 
@@ -87,5 +81,11 @@ fatbin_bytes
 build_string
 
 # scripts/feedstock/ci_support.py's way to the newest CUDA job's file, beside job_file, for the tests that render
-# or solve that job as the rehearsal and the GPU run build it (tests/test_device_run.py, tests/test_channel.py).
+# or solve that job as the rehearsal and the GPU run build it (tests/test_device_run.py, tests/test_resolve.py).
 newest_cuda_job_file
+
+# tests/support/recipe_checks.py's checks, which its @check decorator registers and run_checks calls through CHECKS.
+check_recipe_matches_schema
+check_conda_forge_yml_has_the_settings_the_feedstock_relies_on
+check_no_output_is_skipped_everywhere
+check_every_config_builds_an_output

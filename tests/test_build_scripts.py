@@ -9,7 +9,6 @@ Runtime from PyPI.
 
 from __future__ import annotations
 
-import ast
 import functools
 import json
 import os
@@ -105,12 +104,6 @@ PLUGIN_VERSION = "0.7.1"
 SOURCE_VERSION = load_bot_fields(REPO).version
 
 # --- helpers
-
-
-def code_text(script: Path) -> str:
-    """A Windows script without its comments."""
-    lines = script.read_text().splitlines()
-    return "\n".join(line for line in lines if not re.match(r"\s*(@?rem\b|::)", line, re.IGNORECASE))
 
 
 def onnxruntime_cmake_names(shared: Path) -> set[str]:
@@ -1164,17 +1157,3 @@ def test_windows_builds_turn_off_only_the_static_runtimes_that_default_on(tmp_pa
     assert len(defaults) == len(STATIC_RUNTIME_DEPENDENCIES), defaults  # each declares one
     assert passed == {name for name, on in defaults.items() if on}
 
-
-def test_windows_build_scripts_never_wait_for_file_handles_before_packaging():
-    for script in RECIPE.glob("*.bat"):
-        waits = re.findall(r"^\s*(?:timeout|sleep|ping -n|powershell .*Start-Sleep)\b.*$", code_text(script),
-                           re.IGNORECASE | re.MULTILINE)
-        assert not waits, f"{script.name}: {waits}"
-    for script in [*RECIPE.glob("build_*.py"), RECIPE / "cmake_common.py"]:
-        # every call of a function named sleep, however it is imported or spaced (`time.sleep (30)` too),
-        # and every program started with a name that waits
-        calls = [node for node in ast.walk(ast.parse(script.read_text())) if isinstance(node, ast.Call)]
-        waits = [node.lineno for node in calls if getattr(node.func, "attr", getattr(node.func, "id", None)) == "sleep"]
-        waits += [node.lineno for node in calls for arg in node.args if isinstance(arg, ast.List) and arg.elts
-                  and isinstance(arg.elts[0], ast.Constant) and str(arg.elts[0].value).lower() in ("timeout", "sleep")]
-        assert not waits, f"{script.name}: lines {waits}"

@@ -102,7 +102,6 @@ def test_every_input_the_plan_names_is_in_exactly_one_bundle(bundles: Path) -> N
     plan = plans.load(bundles / "bundle-1" / "plan.json")
     carried = [name for files in bundle_files(bundles).values() for name in files if name != "plan.json"]
     assert sorted(carried) == list(plan.inputs)
-    assert list(plan.bundles) == sorted(bundle_files(bundles))
 
 
 @pytest.mark.network

@@ -1,7 +1,7 @@
 """The recipe against the checks conda-smithy does not make (support/recipe_checks.py).
 
-conda-smithy's own lints run for real in test_conda_smithy.py. Each check here runs on the real
-feedstock, then all of them on broken copies, to show each mistake trips exactly its checks.
+conda-smithy's own lints run for real in test_conda_smithy.py. The checks run on an unchanged copy of the
+feedstock, which none may fail, and on broken copies, to show each mistake trips exactly its checks.
 """
 
 from __future__ import annotations
@@ -13,44 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REPO, SHARED
 from support import recipe_checks as checks
 from support.recipe_checks import Feedstock, run_checks
-
-REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-
-
-@pytest.fixture(scope="module")
-def real() -> Feedstock:
-    return Feedstock(REPO, SHARED if SHARED.is_dir() else None)
-
-
-def test_recipe_validates_against_the_recipe_format_schema(real: Feedstock, shared: Path) -> None:
-    assert checks.check_recipe_matches_schema(real) == []
-
-
-def test_conda_forge_yml_builds_with_rattler_build_and_keeps_readme_and_gitignore(real: Feedstock) -> None:
-    assert checks.check_conda_forge_yml_has_the_settings_the_feedstock_relies_on(real) == []
-
-
-def test_no_output_is_skipped_in_every_config(real: Feedstock) -> None:
-    assert checks.check_no_output_is_skipped_everywhere(real) == []
-
-
-def test_every_config_builds_at_least_one_output(real: Feedstock) -> None:
-    assert checks.check_every_config_builds_an_output(real) == []
-
-
-def test_cpu_outputs_never_require_cuda(real: Feedstock) -> None:
-    assert checks.check_cpu_outputs_never_require_cuda(real) == []
-
-
-def test_every_check_has_its_own_test() -> None:
-    source = Path(__file__).read_text()
-    assert [name for name in checks.CHECKS if f"checks.{name}(real)" not in source] == []
-
-
-# Broken copies: each mistake trips exactly the checks written for it.
 
 Edit = Callable[[str], str]
 

@@ -315,8 +315,7 @@ def write(dest: Path, packed: list[dict[str, Path]], plan: Plan) -> None:
     staging = dest.with_name(dest.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     # the pipeline starts once every input is staged
-    plan = dataclasses.replace(plan, bundles=tuple(f"bundle-{i}" for i in range(1, len(packed) + 1)),
-                               inputs=tuple(sorted(name for bundle in packed for name in bundle)))
+    plan = dataclasses.replace(plan, inputs=tuple(sorted(name for bundle in packed for name in bundle)))
     for number, bundle in enumerate(packed, start=1):
         folder = staging / f"bundle-{number}"
         for name, path in bundle.items():

@@ -111,7 +111,6 @@ class Plan:
     core: str | None = None
     compare: Compared | None = None
     patches: tuple[str, ...] = ()
-    bundles: tuple[str, ...] = ()
     inputs: tuple[str, ...] = ()
 
     def write(self, path: Path) -> None:

@@ -821,13 +821,14 @@ def test_the_mirror_trees_iobinding_names_nvidia_once_rattler_build_has_applied_
     assert "is NVIDIA's (0x10de)" in after.stdout
 
 
-def test_a_speed_run_measures_graphs_profiles_and_nsys_after_its_first_round_and_rounds_while_time_is_left(
+def test_a_speed_run_measures_graphs_profiles_nsys_and_samples_after_its_first_round_and_rounds_while_time_is_left(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The speed step's schedule on the GPU machine, whose commands cannot run here: every command, `measure`,
-    nsys or the table, stands in as one that takes 100 s of a clock the step's deadline is read from (and writes
-    its --out file). After the first round come the CUDA graph runs, the profiles and nsys (in the toolkit), then
-    more rounds while one fits with half a round to spare; the table is made from the rounds that ran, no command
-    is given more time than the step has left, and the report lists every run with its exit status."""
+    nsys, py-spy or the table, stands in as one that takes 100 s of a clock the step's deadline is read from (and
+    writes its --out or --output file). After the first round come the CUDA graph runs, the profiles, nsys (in the
+    toolkit) and py-spy (in the bundles), then more rounds while one fits with half a round to spare; the table is
+    made from the rounds that ran, no command is given more time than the step has left, and the report lists every
+    run with its exit status and each side's samples summed."""
     plan = pack.build_plan(REPO, "speed", core="packages/onnxruntime-1.30.0-py312h0_0_cpu.conda")
     run = steps.Run(plan, tmp_path / "stage", tmp_path / "work", tmp_path / "results", toolkit=tmp_path / "toolkit",
                     cuda="13.0", python="3.12")
@@ -840,15 +841,21 @@ def test_a_speed_run_measures_graphs_profiles_and_nsys_after_its_first_round_and
         archive.writestr("onnxruntime/__init__.py", "")
     (run.stage / plan.compare.folder).mkdir(parents=True)
     pieces.cut(wheel, run.stage / plan.compare.folder, 1 << 20)
+    (run.stage / "profiler").mkdir()
+    with zipfile.ZipFile(run.stage / "profiler" / "py_spy-0.4.3-py2.py3-none-manylinux1_x86_64.whl", "w") as archive:
+        archive.writestr("py_spy-0.4.3.data/scripts/py-spy", "")
     plan.write(run.stage / "plan.json")
-    clock, deadline, calls = [0.0], 1100.0, []
+    clock, deadline, calls, summed = [0.0], 1500.0, [], []
 
     def command(prefix: Path, argv: list[str], log: Path, limit: int = 600, **_) -> int:
         assert limit <= max(1, deadline - clock[0] - package.WRITE_UP_S)
-        kind = next(a for a in argv if a in ("export", "measure", "table", "profile", "stats"))
+        kind = next(a for a in argv if a in ("export", "record", "measure", "table", "profile", "stats", "hot"))
         calls.append(f"{kind} {log.stem}")
-        if "--out" in argv:
-            Path(argv[argv.index("--out") + 1]).write_text("{}")
+        if kind == "hot":
+            summed.append(Path(argv[-1]).name)
+        for option in ("--out", "--output"):
+            if option in argv:
+                Path(argv[argv.index(option) + 1]).write_text("{}")
         log.write_text(f"{kind} ran\n")
         clock[0] += 100
         return 0
@@ -865,21 +872,29 @@ def test_a_speed_run_measures_graphs_profiles_and_nsys_after_its_first_round_and
                      "measure speed-compared-graph", "measure speed-compared-profile",
                      "profile speed-plugin-chain-nsys", "stats speed-plugin-chain-stats",
                      "profile speed-compared-chain-nsys", "stats speed-compared-chain-stats",
-                     # 1100 - 1100 (clock) - 60 < 300: no second round
+                     "record speed-plugin-chain-py-spy", "hot speed-plugin-chain-hot",
+                     "record speed-compared-chain-py-spy", "hot speed-compared-chain-hot",
+                     # 1500 - 1500 (clock) - 60 < 300: no second round
                      "table speed"]
-    assert record["ok"] and set(record["findings"]) == {"speed-plugin-graph", "speed-compared-graph",
-                                                        "speed-plugin-chain-nsys", "speed-plugin-chain-stats",
-                                                        "speed-compared-chain-nsys", "speed-compared-chain-stats"}
+    assert record["ok"] and set(record["findings"]) == {
+        "speed-plugin-graph", "speed-compared-graph", "speed-plugin-chain-nsys", "speed-plugin-chain-stats",
+        "speed-compared-chain-nsys", "speed-compared-chain-stats", "speed-plugin-chain-py-spy",
+        "speed-plugin-chain-hot", "speed-compared-chain-py-spy", "speed-compared-chain-hot"}
+    # each side's samples summed at its first round's median, which no sampler slowed
+    assert set(record["hot"]) == {"speed-plugin", "speed-compared"}
+    assert summed == ["speed-plugin-1.json", "speed-compared-1.json"]
     assert report.main([str(tmp_path)]) == 0
     text = (run.results_dir / "report.md").read_text()
     for name in [*record["runs"], *record["findings"]]:
         if name != "speed-table":
             assert f"{name}: exit 0\n```\n" in text, name
+    for side in record["hot"]:
+        assert f"### Where {side}'s host time goes in a run of the chain (py-spy)\n\nhot ran\n" in text
 
     calls.clear()
-    clock[0], deadline = 0.0, 2000.0
+    clock[0], deadline = 0.0, 2400.0
     package.compare_speed(tmp_path / "env", run)
-    # 2000 - 1100 - 60 = 840 s left after the first round's extras: rounds 2 to 4, the sides in alternation
-    assert calls[11:] == ["measure speed-compared-2", "measure speed-plugin-2", "measure speed-plugin-3",
+    # 2400 - 1500 - 60 = 840 s left after the first round's extras: rounds 2 to 4, the sides in alternation
+    assert calls[15:] == ["measure speed-compared-2", "measure speed-plugin-2", "measure speed-plugin-3",
                           "measure speed-compared-3", "measure speed-compared-4", "measure speed-plugin-4",
                           "table speed"]

@@ -197,3 +197,40 @@ def test_cuda_graph_cases_run_on_outputs_bound_once_and_sit_beside_the_plain_one
     rows = [tuple(row.split(" | ")[:2]) for row in table.splitlines() if row.startswith("| tiny")]
     assert rows == [("| tiny", "1"), ("| tiny", "3"), ("| tiny with CUDA graphs", "1"),
                     ("| tiny with CUDA graphs", "3")]
+
+
+def test_py_spy_samples_of_the_chain_are_summed_where_a_run_spends_the_hosts_time(
+        cores: dict[str, Path], tmp_path: Path) -> None:
+    """What the speed step does with each side's chain (package.py's chain_samples), with the real py-spy and the CPU
+    EP: the samples inside the session's runs, by the library that was running, whose shares make the whole run
+    and whose microseconds a node make the unsampled median's; most of them in ONNX Runtime's own library."""
+    models = tmp_path / "models"
+    models.mkdir()
+    made = run(cores["newest"], "-c", f"import sys; sys.path.insert(0, {str(SPEED.parent)!r}); import speed; "
+                                      f"speed.chain(speed.Path(sys.argv[1]))", str(models / speed.CHAIN_FILE))
+    assert made.returncode == 0, made.stderr
+    unsampled = measure(cores["newest"], "newest", models, tmp_path / "unsampled.json", "--ep", "CPUExecutionProvider",
+                        "--batches", "1")
+    assert unsampled.returncode == 0, unsampled.stdout + unsampled.stderr
+    samples = tmp_path / "samples.txt"
+    sampled = subprocess.run(
+        [str(Path(sys.executable).with_name("py-spy")), "record", "--native", "--subprocesses", "--rate", "1000",
+         "--format", "raw", "--output", str(samples), "--", sys.executable, str(SPEED), "measure", "--python",
+         str(cores["newest"]), "--label", "newest", "--models", str(models), "--out", str(tmp_path / "sampled.json"),
+         "--ep", "CPUExecutionProvider", "--batches", "1", "--warmup", "20", "--runs", "2000"],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+    if sampled.returncode != 0 and "Permission denied" in sampled.stderr:
+        pytest.skip(f"py-spy may not trace a child process here: {sampled.stderr.strip()[-300:]}")
+    assert sampled.returncode == 0, sampled.stdout + sampled.stderr
+    summary = subprocess.run([sys.executable, str(SPEED), "hot", str(samples), str(tmp_path / "unsampled.json")],
+                             capture_output=True, text=True, check=True).stdout
+    median = json.loads((tmp_path / "unsampled.json").read_text())["cases"][0]["median_ms"]
+    per_node = median * 1000 / speed.CHAIN_NODES
+    assert f"whose median was {median} ms ({per_node:.3f} µs a node) unsampled" in summary, summary
+    libraries = summary.split("| library running |")[1].split("\n\n")[0].splitlines()[2:]
+    rows = [[cell.strip() for cell in row.strip("|").split("|")] for row in libraries]
+    shares = [float(share.rstrip(" %")) for _, share, _ in rows]
+    assert 99 <= sum(shares) <= 101, summary
+    assert abs(sum(float(micro) for _, _, micro in rows) - per_node) <= 0.01 * per_node + 0.002 * len(rows), summary
+    # the CPU EP's Adds run in onnxruntime's own library, whichever does most of each run
+    assert rows[0][0].startswith("onnxruntime_pybind11_state") and shares[0] > 40, summary

@@ -69,7 +69,8 @@ PLAN_ALLOWANCE = 64 * 1024
 # it builds the newest linux-64 CUDA job's recipe: a CUDA 13 job's list is what CUDA 13.0's nvcc compiles too.
 MACHINE_PYTHON = "3.12"
 WHEEL_TAGS = ["--python-version", MACHINE_PYTHON, "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
-              "--platform", "manylinux_2_27_x86_64", "--platform", "manylinux_2_17_x86_64"]
+              "--platform", "manylinux_2_27_x86_64", "--platform", "manylinux_2_17_x86_64",
+              "--platform", "manylinux_2_5_x86_64"]
 
 
 # What the run installs from PyPI: rattler-build and rattler (py-rattler-build, py-rattler), and the wheels
@@ -155,6 +156,10 @@ PLUGIN = "onnxruntime-ep-cuda"
 OPERATOR_SUITE = "onnxruntime/test/python/transformers/test_cuda_plugin_ep.py"
 # The speed comparison (--speed): what it measures the plugin against, at the recipe's version
 COMPARED = "onnxruntime-gpu"
+# and the sampling profiler that shows where each side's host time goes in a run, native frames included (nsys,
+# where the machine has it, traces the CUDA API alone): its wheel holds one static program, at the version
+# test_speed runs here
+PROFILER = f"py-spy=={importlib.metadata.version('py-spy')}"
 
 
 class PackError(Exception):
@@ -274,6 +279,8 @@ def gather(upstream: Path | None, plan: Plan, scratch: Path) -> tuple[Plan, dict
         # package.py puts the pieces together, checked against the wheel's sha256 that `cut` writes beside them
         made = cut(wheel, scratch / plan.compare.folder, BUNDLE_LIMIT - PLAN_ALLOWANCE)
         build |= {f"{plan.compare.folder}/{piece.name}": piece for piece in made}
+        _download(PROFILER, scratch / "profiler")
+        build |= {f"profiler/{p.name}": p for p in (scratch / "profiler").glob("*.whl")}
     debs = scratch / "debs"
     debs.mkdir()
     _run(["apt-get", "download", *DEBIAN_PACKAGES], debs)

@@ -32,8 +32,9 @@ Run on the GPU machine by run.sh, from the bundles pack.py wrote (STAGE: their c
      onnxruntime or onnxruntime-novec) from an earlier run: that core, `onnxruntime-ep-cuda onnx`, user_check.py
      as above, then speed.py's models measured in that environment and with the compared wheel (the plan's
      `compare`, carried in pieces) beside the machine's Python: a round of both, then each at batch 1 with CUDA
-     graphs and with ONNX Runtime's profiler (and its chain of Adds in nsys, where the machine has it), then more
-     rounds, in alternation, up to SPEED_ROUNDS while the step has time, and the table of the two.
+     graphs and with ONNX Runtime's profiler, its chain of Adds in nsys (where the machine has it) and sampled by
+     py-spy (the host's time by native frame), then more rounds, in alternation, up to SPEED_ROUNDS while the step
+     has time, and the table of the two.
 
 RESULTS (default WORK/results)/package.json says what each step did; report.py makes report.md of it.
 Exit 0 when every step passed.
@@ -251,9 +252,7 @@ def chain_api_calls(run: Run, prefix: Path, sides: dict[str, list[str]], models:
     if nsys is None:
         print("speed: no nsys on this machine, so no record of each side's CUDA API calls", flush=True)
         return {}
-    chain = models / "chain-alone"
-    chain.mkdir(exist_ok=True)
-    shutil.copy(models / CHAIN_FILE, chain)
+    chain = chain_alone(models)
     statuses = {}
     for name, side in sides.items():
         record = run.work / f"{name}-chain"
@@ -269,6 +268,49 @@ def chain_api_calls(run: Run, prefix: Path, sides: dict[str, list[str]], models:
                      "--output", str(run.results_dir / f"{name}-chain-api"), f"{record}.nsys-rep"],
             run.results_dir / f"{name}-chain-stats.log", limit=time_for(SPEED_COMMAND_LIMIT))
     return statuses
+
+
+def chain_alone(models: Path) -> Path:
+    """A folder of the exported models' chain of Adds alone, for `measure` to run only it."""
+    chain = models / "chain-alone"
+    chain.mkdir(exist_ok=True)
+    shutil.copy(models / CHAIN_FILE, chain)
+    return chain
+
+
+def chain_samples(run: Run, prefix: Path, sides: dict[str, list[str]], models: Path,
+                  unsampled: dict[str, str]) -> tuple[dict[str, int], dict[str, str]]:
+    """Where the bundles carry py-spy (pack.py's PROFILER), each side's chain of Adds at batch 1 sampled by it, native
+    frames included (results/<side>-chain-samples.txt), and speed.py's `hot` of the samples at the side's median in
+    its file of `unsampled` (a round's, whose runs no sampler slowed). Each command's exit status by its log's name,
+    and each side's `hot` by the side's name."""
+    wheels = sorted(run.stage.glob("profiler/py_spy-*.whl"))
+    if not wheels:
+        print("speed: no py-spy in the bundles, so no samples of where each side's host time goes", flush=True)
+        return {}, {}
+    sampler = run.work / "py-spy"
+    with zipfile.ZipFile(wheels[-1]) as archive:
+        (member,) = [name for name in archive.namelist() if name.endswith(".data/scripts/py-spy")]
+        sampler.write_bytes(archive.read(member))
+    sampler.chmod(0o755)
+    chain, speed_py = chain_alone(models), str(HERE / "speed.py")
+    statuses, summaries = {}, {}
+    for name, side in sides.items():
+        samples = run.results_dir / f"{name}-chain-samples.txt"
+        # speed.py's `measure` runs each case in a process of its own: --subprocesses follows it there
+        statuses[f"{name}-chain-py-spy"] = run_in(
+            prefix, [str(sampler), "record", "--native", "--subprocesses", "--rate", "1000", "--format", "raw",
+                     "--output", str(samples), "--", sys.executable, speed_py, "measure", *side, "--models", str(chain),
+                     "--batches", "1", "--warmup", "20", "--runs", "2000",
+                     "--out", str(run.results_dir / f"{name}-chain-sampled.json")],
+            run.results_dir / f"{name}-chain-py-spy.log", limit=time_for(SPEED_COMMAND_LIMIT))
+        if samples.exists() and name in unsampled:
+            statuses[f"{name}-chain-hot"] = run_in(prefix, [sys.executable, speed_py, "hot", str(samples),
+                                                            unsampled[name]],
+                                                   run.results_dir / f"{name}-chain-hot.log", limit=time_for(60))
+            if statuses[f"{name}-chain-hot"] == 0:
+                summaries[name] = (run.results_dir / f"{name}-chain-hot.log").read_text()
+    return statuses, summaries
 
 
 def compare_speed(prefix: Path, run: Run) -> dict:
@@ -291,7 +333,7 @@ def compare_speed(prefix: Path, run: Run) -> dict:
     # the exit statuses of the CUDA graph and nsys runs, apart: their failure is a finding, not a failed speed run
     findings: dict[str, int] = {}
     files: dict[str, list[str]] = {name: [] for name in sides}
-    profiles, graphs = [], []
+    profiles, graphs, hot = [], [], {}
 
     def measure(name: str, side: list[str], kind: str, *extra: str) -> tuple[int, Path]:
         """One `measure` of a side, to results/<name>-<kind>.json: its exit status and that file."""
@@ -319,6 +361,9 @@ def compare_speed(prefix: Path, run: Run) -> dict:
             runs[f"{name}-profile"], out = measure(name, side, "profile", *PROFILED)
             profiles.append(str(out))
         findings |= chain_api_calls(run, prefix, sides, models)
+        sampled, hot = chain_samples(run, prefix, sides, models, {name: found[0] for name, found in files.items()
+                                                                  if found})
+        findings |= sampled
         # then the other rounds, each while the step has time for it with half a round to spare
         for number in range(2, SPEED_ROUNDS + 1):
             if seconds_left() < round_s * 1.5:
@@ -333,7 +378,8 @@ def compare_speed(prefix: Path, run: Run) -> dict:
                                               "--other", *files["speed-compared"], *theirs, *profiled],
                                      results_dir / "speed.md", limit=time_for(SPEED_COMMAND_LIMIT))
     table = (results_dir / "speed.md").read_text() if runs.get("speed-table") == 0 else ""
-    return {"runs": runs, "findings": findings, "table": table, "ok": not any(runs.values()) and "speed-table" in runs,
+    return {"runs": runs, "findings": findings, "table": table, "hot": hot,
+            "ok": not any(runs.values()) and "speed-table" in runs,
             "logs": {name: log_tail(results_dir / f"{name}.log")
                      for name in [*runs, *findings] if name != "speed-table"}}
 

@@ -149,6 +149,8 @@ def _package_steps(package: dict) -> list[str]:
     speed = steps.get("speed", {})
     if speed:
         lines += ["", "## Speed", "", (speed.get("table") or "(no table)").rstrip()]
+        for side, summary in speed.get("hot", {}).items():
+            lines += ["", f"### Where {side}'s host time goes in a run of the chain (py-spy)", "", summary.rstrip()]
         statuses = speed.get("runs", {}) | speed.get("findings", {})
         for name, log in speed.get("logs", {}).items():
             lines += ["", f"{name}: exit {statuses[name]}", "```", log.rstrip(), "```"]

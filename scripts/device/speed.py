@@ -5,6 +5,7 @@
     python3 speed.py measure --python PY --label LABEL --models DIR --out FILE [--path P] [--preload] [--ep EP]
                              [--batches 1 8] [--warmup N] [--runs N] [--profile | --cuda-graph]
     python3 speed.py table --plugin FILE [FILE ...] --other FILE [FILE ...] [--profiles FILE FILE]
+    python3 speed.py hot SAMPLES RESULT
 
 `export` writes the models with the machine's torch and transformers: a BERT-style encoder
 (transformers' BertModel at bert-base's size, random weights, sequences of 128) and a ResNet-50
@@ -25,8 +26,11 @@ ONNX Runtime's own profiler, the mean time of each operator's nodes on the EP ov
 profiler's own cost included, so its times are not the unprofiled ones); `table --profiles` takes one
 such file of each side and lists them, operator by operator. `measure --cuda-graph` runs each model with the
 EP's CUDA graphs (`enable_cuda_graph`), its inputs and outputs bound once in the EP's device memory, as a graph
-needs; its cases are named `<model> with CUDA graphs`, so that `table` puts them beside the others. Exit 0 when
-every run of `measure` succeeded.
+needs; its cases are named `<model> with CUDA graphs`, so that `table` puts them beside the others. `hot` reads
+py-spy's samples of a `measure` of the chain (`py-spy record --native --format raw`) and writes Markdown of where
+the host's time inside the session's runs went: by library, by function and by the native frames below the run,
+each as a share of those samples and, with the chain's median from RESULT (a `measure` without the sampler, whose
+pauses slow the runs it samples), as microseconds a node. Exit 0 when every run of `measure` succeeded.
 """
 
 from __future__ import annotations
@@ -351,6 +355,57 @@ def profiles(plugin: dict, other: dict) -> str:
     return "\n".join(rows) + "\n"
 
 
+# the Python frame of a session's run in py-spy's samples: what lies below it is the run's own time
+SESSION_RUN = "Session.run ("
+
+
+def hot(samples: Path, result: dict, top: int = 15) -> str:
+    """Markdown: the samples taken inside a session's run (`py-spy record --native --format raw`: each line a stack,
+    root first, and its count), by the library of the frame that was running, by that frame, and by the native
+    frames below the run that a sample passed through; each a share of the samples and, at the chain's median in
+    `result`, microseconds a node."""
+    stacks: list[tuple[list[str], int]] = []
+    for line in samples.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        runs = [i for i, frame in enumerate(frames) if frame.startswith(SESSION_RUN)]
+        if runs:
+            stacks.append((frames[runs[-1] + 1:] or frames[runs[-1]:], int(count)))
+    total = sum(count for _, count in stacks)
+    if not total:
+        return f"{samples.name}: no sample inside {SESSION_RUN.strip(' (')}\n"
+    (chain,) = [c for c in result["cases"] if c["model"] == Path(CHAIN_FILE).stem and c["batch"] == 1]
+    per_node = chain["median_ms"] * 1000 / CHAIN_NODES
+
+    def where(frame: str) -> str:
+        place = frame[frame.rfind("(") + 1:-1]
+        return "Python" if ".py:" in place else Path(place).name
+
+    def rows(counts: dict[str, int], label) -> list[str]:
+        ranked = sorted(counts.items(), key=lambda item: -item[1])[:top]
+        return [f"| {label(name)} | {100 * n / total:.1f} % | {per_node * n / total:.3f} |" for name, n in ranked]
+
+    libraries: dict[str, int] = {}
+    leaves: dict[str, int] = {}
+    below: dict[str, int] = {}
+    for frames, count in stacks:
+        library, leaf = where(frames[-1]), frames[-1]
+        libraries[library] = libraries.get(library, 0) + count
+        # a library without symbols gives addresses, one per instruction: they count as one frame of it
+        leaf = f"(no symbol) ({library})" if leaf.startswith("0x") else leaf
+        leaves[leaf] = leaves.get(leaf, 0) + count
+        for frame in set(frames):
+            if not frame.startswith("0x") and where(frame) != "Python":
+                below[frame] = below.get(frame, 0) + count
+    head = "| share of the samples | µs a node |\n|---|---|---|"
+    return "\n".join([
+        f"{result['label']}: {total} samples in the runs of {CHAIN_FILE} at batch 1, whose median was "
+        f"{chain['median_ms']} ms ({per_node:.3f} µs a node) unsampled", "",
+        f"| library running {head}", *rows(libraries, str), "",
+        f"| frame running {head}", *rows(leaves, lambda f: f"`{f}`"), "",
+        f"| native frame below the run {head}", *rows(below, lambda f: f"`{f}`")]) + "\n"
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["one"]:
         model, batch, ep, warmup, runs, preload, profile, graph = argv[1:]
@@ -378,12 +433,18 @@ def main(argv: list[str]) -> int:
     compare.add_argument("--plugin", type=Path, nargs="+", required=True)
     compare.add_argument("--other", type=Path, nargs="+", required=True)
     compare.add_argument("--profiles", type=Path, nargs=2, metavar=("PLUGIN", "OTHER"))
+    sampled = verbs.add_parser("hot")
+    sampled.add_argument("samples", type=Path)
+    sampled.add_argument("result", type=Path)
     args = parser.parse_args(argv)
     if args.verb == "export":
         export(args.folder)
         return 0
     if args.verb == "measure":
         return measure(args)
+    if args.verb == "hot":
+        print(hot(args.samples, json.loads(args.result.read_text())), end="")
+        return 0
     print(table(*(merged([json.loads(f.read_text()) for f in files]) for files in (args.plugin, args.other))), end="")
     if args.profiles:
         print("\n" + profiles(*(json.loads(f.read_text()) for f in args.profiles)), end="")

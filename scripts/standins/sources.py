@@ -42,9 +42,8 @@ DEFAULT_MIRROR = Path(__file__).resolve().parents[2].parent / "shared" / "upstre
 # where a package's tests see it; each file says why. A package built from that tree takes them.
 MIRROR_TREE_PATCHES = (Path(__file__).with_name("mirror-tree-iobinding.patch"),)
 TREES = "cutlass-cudnn_frontend-trees.tar.zst"
-# the folders of TREES, as FetchContent names them
+# the folders of TREES, as FetchContent names them, which are also deps.txt's names of the archives they replace
 TREE_NAMES = ("cutlass", "cudnn_frontend")
-TREE_DEPENDENCIES = ("cutlass", "cudnn_frontend")
 DEPS_TXT = "cmake/deps.txt"
 
 
@@ -177,7 +176,7 @@ def from_mirror(mirror: Path, version: str, dependencies: Sequence[str] = ()) ->
                                  f"onnxruntime-{version}-src.tar*, expected one")
     trees = mirror / TREES if (mirror / TREES).is_file() else None
     sources = Sources(found[0], mirror / "mirror", {}, trees, f"mirror {mirror} ({found[0].name}, used as it is)")
-    needed = [name for name in dependencies if trees is None or name not in TREE_DEPENDENCIES]
+    needed = [name for name in dependencies if trees is None or name not in TREE_NAMES]
     listed = deps_txt(sources.read(DEPS_TXT)) if needed else {}
     for name in needed:
         archive = sources.deps_mirror / mirror_path(_listed(listed, name, found[0])[0])

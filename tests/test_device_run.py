@@ -96,6 +96,21 @@ def test_each_bundle_fits_one_transfer_beside_the_checkout(bundles: Path) -> Non
     assert tracked + pack.BUNDLE_LIMIT <= pack.CALL_LIMIT, f"the checkout is {tracked} bytes"
 
 
+
+@pytest.mark.network
+def test_the_speed_runs_profiler_is_a_wheel_whose_program_runs_on_the_machine(tmp_path: Path) -> None:
+    """What package.py's chain_samples takes from the bundles: the one PROFILER wheel pack.py downloads for the
+    machine's Python and platform (WHEEL_TAGS), with its program where chain_samples looks for it."""
+    pack._download(pack.PROFILER, tmp_path / "profiler")
+    (wheel,) = (tmp_path / "profiler").glob("py_spy-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        (member,) = [name for name in archive.namelist() if name.endswith(".data/scripts/py-spy")]
+        program = tmp_path / "py-spy"
+        program.write_bytes(archive.read(member))
+    program.chmod(0o755)
+    said = subprocess.run([str(program), "--version"], capture_output=True, text=True, check=True).stdout
+    assert said.split() == ["py-spy", pack.PROFILER.split("==")[1]]
+
 @pytest.mark.network
 @pytest.mark.slow
 def test_every_input_the_plan_names_is_in_exactly_one_bundle(bundles: Path) -> None:
@@ -886,10 +901,22 @@ def test_a_speed_run_measures_graphs_profiles_nsys_and_samples_after_its_first_r
     assert report.main([str(tmp_path)]) == 0
     text = (run.results_dir / "report.md").read_text()
     for name in [*record["runs"], *record["findings"]]:
-        if name != "speed-table":
+        if name != "speed-table" and not name.endswith("-chain-hot"):
             assert f"{name}: exit 0\n```\n" in text, name
+    assert text.count("hot ran\n") == 2  # each side's summary once, under its heading
     for side in record["hot"]:
         assert f"### Where {side}'s host time goes in a run of the chain (py-spy)\n\nhot ran\n" in text
+
+    # a profiler that cannot be unpacked is a finding, and the rounds and the table go on
+    wheel = next((run.stage / "profiler").glob("*.whl"))
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("py_spy-0.4.3.dist-info/METADATA", "")
+    clock[0] = 0.0
+    broken = package.compare_speed(tmp_path / "env", run)
+    assert broken["findings"]["chain-py-spy"] == -1 and broken["ok"] and not broken["hot"]
+    assert "ValueError" in (run.results_dir / "chain-py-spy.log").read_text()
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("py_spy-0.4.3.data/scripts/py-spy", "")
 
     calls.clear()
     clock[0], deadline = 0.0, 2400.0

@@ -83,7 +83,6 @@ def test_the_plugin_needs_a_driver_and_cudnn_and_constrains_the_cores(feedstock:
         assert f"{CPU_OUTPUTS[0]} >={FLOOR} *cpu" in constraints
 
 
-
 def test_the_plugins_cudnn_follows_a_cudnn_migration(feedstock: Feedstock) -> None:
     """A cuDNN migration changes each job's `cudnn`: the plugin is then built against that major and dlopens its
     libcudnn.so.<major>, so what it requires moves with it."""
@@ -93,6 +92,7 @@ def test_the_plugins_cudnn_follows_a_cudnn_migration(feedstock: Feedstock) -> No
     plugins = [r for r in rattler_render.render(REPO / RECIPE, migrated, platform, feedstock.build_platform(platform))
                if r.name == PLUGIN]
     assert plugins and all("cudnn 10.*" in r.recipe["requirements"]["run"] for r in plugins)
+
 
 def test_the_plugin_gets_sass_for_each_listed_gpu_and_ptx_for_the_newest(feedstock: Feedstock) -> None:
     """As ORT's CMake reads CMAKE_CUDA_ARCHITECTURES: `NNN-real` is SASS, `NNN-virtual` PTX, and a bare `NNN` SASS

@@ -88,7 +88,6 @@ def test_a_test_requirement_the_channel_cannot_meet_fails_naming_it(feedstock: P
     assert len(failed) == len(cuda_jobs), done.stdout
 
 
-
 def test_the_plugins_users_get_every_library_it_loads_at_run_time(channel: Path) -> None:
     """The plugin dlopens cuDNN and cuFFT and links neither (upstream's cmake/onnxruntime_providers_cuda_plugin.cmake),
     so no linking check sees them: only its run requirements, run_exports applied, put them in a user's environment,
@@ -102,6 +101,7 @@ def test_the_plugins_users_get_every_library_it_loads_at_run_time(channel: Path)
     for environment in tests:
         names = {record.split()[0] for record in environment.resolved}
         assert {"cudnn", "libcufft"} <= names, (environment.section, sorted(names))
+
 
 # A package whose library links the C library and libm, built by rattler-build with the sysroot stand-in
 # in its build environment, in a child process (rattler-build's worker threads can abort an interpreter's

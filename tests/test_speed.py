@@ -214,12 +214,14 @@ def test_py_spy_samples_of_the_chain_are_summed_where_a_run_spends_the_hosts_tim
     assert unsampled.returncode == 0, unsampled.stdout + unsampled.stderr
     samples = tmp_path / "samples.txt"
     sampled = subprocess.run(
-        [str(Path(sys.executable).with_name("py-spy")), "record", "--native", "--subprocesses", "--rate", "1000",
-         "--format", "raw", "--output", str(samples), "--", sys.executable, str(SPEED), "measure", "--python",
-         str(cores["newest"]), "--label", "newest", "--models", str(models), "--out", str(tmp_path / "sampled.json"),
-         "--ep", "CPUExecutionProvider", "--batches", "1", "--warmup", "20", "--runs", "2000"],
+        [str(Path(sys.executable).with_name("py-spy")), "record", "--native", "--subprocesses", "--idle",
+         "--rate", "1000", "--format", "raw", "--output", str(samples), "--", sys.executable, str(SPEED), "measure",
+         "--python", str(cores["newest"]), "--label", "newest", "--models", str(models),
+         "--out", str(tmp_path / "sampled.json"), "--ep", "CPUExecutionProvider", "--batches", "1",
+         "--warmup", "20", "--runs", "2000"],
         capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
-    if sampled.returncode != 0 and "Permission denied" in sampled.stderr:
+    refused = ("permission denied", "no python processes found")
+    if sampled.returncode != 0 and any(reason in sampled.stderr.lower() for reason in refused):
         pytest.skip(f"py-spy may not trace a child process here: {sampled.stderr.strip()[-300:]}")
     assert sampled.returncode == 0, sampled.stdout + sampled.stderr
     summary = subprocess.run([sys.executable, str(SPEED), "hot", str(samples), str(tmp_path / "unsampled.json")],

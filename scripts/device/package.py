@@ -69,6 +69,8 @@ SPEED_ROUNDS = 5
 PROFILED = ["--batches", "1", "--runs", "200", "--profile"]
 # the most one speed.py or nsys command of the speed run may take (less where the step has less left)
 SPEED_COMMAND_LIMIT = 600
+# a side's chain sampled by py-spy: some 10 s of runs, slowed by the sampler's pauses; past this it is left out
+SAMPLED_LIMIT = 180
 # Upstream's operator suite: a case still running after SUITE_CASE_LIMIT s (the slowest seen took 77 s) gets its
 # stacks written to its case log and its worker ended (case_log.py), and the suite goes on; a run ends after
 # SUITE_LIMIT s, as its runs did before the package run took them over (docs/gpu-runs/2026-12-01-fourth-run.md)
@@ -296,15 +298,20 @@ def chain_samples(run: Run, prefix: Path, sides: dict[str, list[str]], models: P
     chain, speed_py = chain_alone(models), str(HERE / "speed.py")
     statuses, summaries = {}, {}
     for name, side in sides.items():
+        if name not in unsampled:
+            continue
         samples = run.results_dir / f"{name}-chain-samples.txt"
-        # speed.py's `measure` runs each case in a process of its own: --subprocesses follows it there
+        samples.unlink(missing_ok=True)  # an earlier pipeline's, in a results folder used again
+        # speed.py's `measure` runs each case in a process of its own: --subprocesses follows it there. --idle keeps
+        # a thread's waits (a stream's synchronization), which are the run's time too. Each sample pauses the
+        # process: 250 a second slow the runs less than the default 100's finer grain would be worth.
         statuses[f"{name}-chain-py-spy"] = run_in(
-            prefix, [str(sampler), "record", "--native", "--subprocesses", "--rate", "1000", "--format", "raw",
+            prefix, [str(sampler), "record", "--native", "--subprocesses", "--idle", "--rate", "250", "--format", "raw",
                      "--output", str(samples), "--", sys.executable, speed_py, "measure", *side, "--models", str(chain),
-                     "--batches", "1", "--warmup", "20", "--runs", "2000",
+                     "--batches", "1", "--warmup", "20", "--runs", "4000",
                      "--out", str(run.results_dir / f"{name}-chain-sampled.json")],
-            run.results_dir / f"{name}-chain-py-spy.log", limit=time_for(SPEED_COMMAND_LIMIT))
-        if samples.exists() and name in unsampled:
+            run.results_dir / f"{name}-chain-py-spy.log", limit=time_for(SAMPLED_LIMIT))
+        if samples.exists():
             statuses[f"{name}-chain-hot"] = run_in(prefix, [sys.executable, speed_py, "hot", str(samples),
                                                             unsampled[name]],
                                                    run.results_dir / f"{name}-chain-hot.log", limit=time_for(60))
@@ -341,6 +348,16 @@ def compare_speed(prefix: Path, run: Run) -> dict:
         return run_in(prefix, [*measured, "measure", *side, "--models", str(models), *extra, "--out", str(out)],
                       results_dir / f"{name}-{kind}.log", limit=time_for(SPEED_COMMAND_LIMIT)), out
 
+    def guarded(name: str, profile):
+        """A profile's result; one that raises is a finding (exit -1, its error in results/<name>.log), and the rounds
+        and the table go on."""
+        try:
+            return profile()
+        except Exception as error:  # noqa: BLE001 - whatever the profiler's trouble, the table is what the run is for
+            (results_dir / f"{name}.log").write_text(f"{type(error).__name__}: {error}\n")
+            findings[name] = -1
+            return None
+
     def one_round(number: int) -> None:
         # the sides in alternation, ABBAAB: a drift of the GPU's or the host's state over the minutes weighs on both
         for name, side in (sides.items() if number % 2 else reversed(sides.items())):
@@ -360,9 +377,9 @@ def compare_speed(prefix: Path, run: Run) -> dict:
             graphs.append(out)
             runs[f"{name}-profile"], out = measure(name, side, "profile", *PROFILED)
             profiles.append(str(out))
-        findings |= chain_api_calls(run, prefix, sides, models)
-        sampled, hot = chain_samples(run, prefix, sides, models, {name: found[0] for name, found in files.items()
-                                                                  if found})
+        findings |= guarded("chain-nsys", lambda: chain_api_calls(run, prefix, sides, models)) or {}
+        sampled, hot = guarded("chain-py-spy", lambda: chain_samples(
+            run, prefix, sides, models, {name: found[0] for name, found in files.items() if found})) or ({}, {})
         findings |= sampled
         # then the other rounds, each while the step has time for it with half a round to spare
         for number in range(2, SPEED_ROUNDS + 1):
@@ -380,8 +397,8 @@ def compare_speed(prefix: Path, run: Run) -> dict:
     table = (results_dir / "speed.md").read_text() if runs.get("speed-table") == 0 else ""
     return {"runs": runs, "findings": findings, "table": table, "hot": hot,
             "ok": not any(runs.values()) and "speed-table" in runs,
-            "logs": {name: log_tail(results_dir / f"{name}.log")
-                     for name in [*runs, *findings] if name != "speed-table"}}
+            "logs": {name: log_tail(results_dir / f"{name}.log") for name in [*runs, *findings]
+                     if name != "speed-table" and not (name.endswith("-chain-hot") and findings[name] == 0)}}
 
 
 def main(argv: list[str]) -> int:

@@ -363,7 +363,8 @@ def hot(samples: Path, result: dict, top: int = 15) -> str:
     """Markdown: the samples taken inside a session's run (`py-spy record --native --format raw`: each line a stack,
     root first, and its count), by the library of the frame that was running, by that frame, and by the native
     frames below the run that a sample passed through; each a share of the samples and, at the chain's median in
-    `result`, microseconds a node."""
+    `result`, microseconds a node (none where that case failed). The samples take in the warm-up runs, and the
+    tail of the runs as well as their median."""
     stacks: list[tuple[list[str], int]] = []
     for line in samples.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
@@ -374,8 +375,9 @@ def hot(samples: Path, result: dict, top: int = 15) -> str:
     total = sum(count for _, count in stacks)
     if not total:
         return f"{samples.name}: no sample inside {SESSION_RUN.strip(' (')}\n"
-    (chain,) = [c for c in result["cases"] if c["model"] == Path(CHAIN_FILE).stem and c["batch"] == 1]
-    per_node = chain["median_ms"] * 1000 / CHAIN_NODES
+    medians = [c["median_ms"] for c in result["cases"]
+               if c["model"] == Path(CHAIN_FILE).stem and c["batch"] == 1 and "median_ms" in c]
+    per_node = medians[0] * 1000 / CHAIN_NODES if medians else None
 
     def where(frame: str) -> str:
         place = frame[frame.rfind("(") + 1:-1]
@@ -383,7 +385,8 @@ def hot(samples: Path, result: dict, top: int = 15) -> str:
 
     def rows(counts: dict[str, int], label) -> list[str]:
         ranked = sorted(counts.items(), key=lambda item: -item[1])[:top]
-        return [f"| {label(name)} | {100 * n / total:.1f} % | {per_node * n / total:.3f} |" for name, n in ranked]
+        return [f"| {label(name)} | {100 * n / total:.1f} % | "
+                f"{'' if per_node is None else f'{per_node * n / total:.3f}'} |" for name, n in ranked]
 
     libraries: dict[str, int] = {}
     leaves: dict[str, int] = {}
@@ -398,9 +401,10 @@ def hot(samples: Path, result: dict, top: int = 15) -> str:
             if not frame.startswith("0x") and where(frame) != "Python":
                 below[frame] = below.get(frame, 0) + count
     head = "| share of the samples | µs a node |\n|---|---|---|"
+    median = ("no median: the case failed" if per_node is None
+              else f"whose median was {medians[0]} ms ({per_node:.3f} µs a node) unsampled")
     return "\n".join([
-        f"{result['label']}: {total} samples in the runs of {CHAIN_FILE} at batch 1, whose median was "
-        f"{chain['median_ms']} ms ({per_node:.3f} µs a node) unsampled", "",
+        f"{result['label']}: {total} samples in the runs of {CHAIN_FILE} at batch 1, {median}", "",
         f"| library running {head}", *rows(libraries, str), "",
         f"| frame running {head}", *rows(leaves, lambda f: f"`{f}`"), "",
         f"| native frame below the run {head}", *rows(below, lambda f: f"`{f}`")]) + "\n"

@@ -236,3 +236,21 @@ def test_py_spy_samples_of_the_chain_are_summed_where_a_run_spends_the_hosts_tim
     assert abs(sum(float(micro) for _, _, micro in rows) - per_node) <= 0.01 * per_node + 0.002 * len(rows), summary
     # the CPU EP's Adds run in onnxruntime's own library, whichever does most of each run
     assert rows[0][0].startswith("onnxruntime_pybind11_state") and shares[0] > 40, summary
+
+
+def test_hot_names_the_plugins_frames_of_the_gpu_machines_samples_in_short(tmp_path: Path) -> None:
+    """py-spy's samples of the plugin's chain on the GPU machine (docs/gpu-runs/2026-12-05-speed-profile/): `hot`
+    names the adapter's frames, with their template and parameter lists emptied, so that no row runs to the
+    thousands of characters of the C++ names the samples carry."""
+    import gzip
+
+    run_files = REPO / "docs" / "gpu-runs" / "2026-12-05-speed-profile"
+    samples = tmp_path / "samples.txt"
+    samples.write_bytes(gzip.decompress((run_files / "speed-plugin-chain-samples.txt.gz").read_bytes()))
+    assert max(len(line) for line in samples.read_text().splitlines()) > 2000  # what there is to shorten
+    summary = speed.hot(samples, json.loads((run_files / "speed-plugin-1.json").read_text()))
+    assert max(len(line) for line in summary.splitlines()) <= speed.FRAME_CHARACTERS + 60, summary
+    assert "| `onnxruntime::PluginEpOpKernel::Compute (onnxruntime/capi/onnxruntime_pybind11_state.so)` | 88.2 % | " \
+           "5.870 |" in summary, summary
+    assert "| `onnxruntime::ep::adapter::OpKernelContext::Input<…> (libonnxruntime_providers_cuda.so)` |" in summary
+    assert "| `[no symbol] (libcuda.so.580.159.04)` | 41.9 % | 2.792 |" in summary

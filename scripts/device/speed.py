@@ -39,6 +39,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -357,6 +358,21 @@ def profiles(plugin: dict, other: dict) -> str:
 
 # the Python frame of a session's run in py-spy's samples: what lies below it is the run's own time
 SESSION_RUN = "Session.run ("
+# the longest frame name the summary prints, its template and parameter lists emptied first
+FRAME_CHARACTERS = 120
+
+
+def short(frame: str) -> str:
+    """A frame as the summary names it: its function with every `<...>` and `(...)` list emptied, cut to
+    FRAME_CHARACTERS, and its library after it."""
+    name, _, place = frame.rpartition(" (")
+    if not name:
+        return frame
+    for inner, empty in ((r"<[^<>]*>", "\x01"), (r"\([^()]*\)", "\x02")):
+        while re.search(inner, name):
+            name = re.sub(inner, empty, name)
+    name = name.replace("\x01", "<…>").replace("\x02", "(…)")
+    return f"{name[:FRAME_CHARACTERS - 1] + '…' if len(name) > FRAME_CHARACTERS else name} ({place}"
 
 
 def hot(samples: Path, result: dict, top: int = 15) -> str:
@@ -395,7 +411,7 @@ def hot(samples: Path, result: dict, top: int = 15) -> str:
         library, leaf = where(frames[-1]), frames[-1]
         libraries[library] = libraries.get(library, 0) + count
         # a library without symbols gives addresses, one per instruction: they count as one frame of it
-        leaf = f"(no symbol) ({library})" if leaf.startswith("0x") else leaf
+        leaf = f"[no symbol] ({library})" if leaf.startswith("0x") else leaf
         leaves[leaf] = leaves.get(leaf, 0) + count
         for frame in set(frames):
             if not frame.startswith("0x") and where(frame) != "Python":
@@ -406,8 +422,8 @@ def hot(samples: Path, result: dict, top: int = 15) -> str:
     return "\n".join([
         f"{result['label']}: {total} samples in the runs of {CHAIN_FILE} at batch 1, {median}", "",
         f"| library running {head}", *rows(libraries, str), "",
-        f"| frame running {head}", *rows(leaves, lambda f: f"`{f}`"), "",
-        f"| native frame below the run {head}", *rows(below, lambda f: f"`{f}`")]) + "\n"
+        f"| frame running {head}", *rows(leaves, lambda f: f"`{short(f)}`"), "",
+        f"| native frame below the run {head}", *rows(below, lambda f: f"`{short(f)}`")]) + "\n"
 
 
 def main(argv: list[str]) -> int:

@@ -304,7 +304,7 @@ def chain_samples(run: Run, prefix: Path, sides: dict[str, list[str]], models: P
         samples.unlink(missing_ok=True)  # an earlier pipeline's, in a results folder used again
         # speed.py's `measure` runs each case in a process of its own: --subprocesses follows it there. --idle keeps
         # a thread's waits (a stream's synchronization), which are the run's time too. Each sample pauses the
-        # process: 250 a second slow the runs less than the default 100's finer grain would be worth.
+        # process, so the rate (250 a second) is held to what keeps a case inside speed.py's CASE_SECONDS.
         statuses[f"{name}-chain-py-spy"] = run_in(
             prefix, [str(sampler), "record", "--native", "--subprocesses", "--idle", "--rate", "250", "--format", "raw",
                      "--output", str(samples), "--", sys.executable, speed_py, "measure", *side, "--models", str(chain),

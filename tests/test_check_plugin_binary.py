@@ -18,7 +18,9 @@ VERSION_SCRIPT = AUDIT.with_name("plugin_exports.map")
 # The recipe's test requirements for the audit, pinned so a parser release cannot change a verdict.
 AUDIT_REQUIREMENTS = ["pyelftools==0.33", "pefile==2024.8.26"]
 ENTRY_POINTS = ("CreateEpFactories", "ReleaseEpFactory")
-CUDA_LINKS = ("libcudart.so.12", "libcublas.so.12", "libcublasLt.so.12", "libcufft.so.11", "libcuda.so.1")
+CUDA_LINKS = ("libcudart.so.12", "libcublas.so.12", "libcublasLt.so.12", "libcuda.so.1")
+# the CUDA libraries the plugin loads itself when a model needs them, never links
+LOADED_LAZILY = ("libcudnn.so.9", "libcufft.so.11")
 SYSTEM_LINKS = ("libstdc++.so.6", "libm.so.6")
 FAILURE = re.compile(r"^FAIL \[(?P<rule>[^\]]+)\] (?P<subject>[^:]+): ", re.MULTILINE)
 
@@ -44,9 +46,9 @@ def audit_python() -> Path:
 
 @pytest.fixture(scope="session")
 def stub_libraries(gcc: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Empty shared libraries whose SONAMEs are the CUDA, cuDNN and protobuf names a plugin could link."""
+    """Empty shared libraries whose SONAMEs are the CUDA, cuDNN, cuFFT and protobuf names a plugin could link."""
     directory = tmp_path_factory.mktemp("stubs")
-    for soname in (*CUDA_LINKS, "libcudnn.so.9", "libprotobuf.so.32"):
+    for soname in (*CUDA_LINKS, *LOADED_LAZILY, "libprotobuf.so.32"):
         subprocess.run([gcc, "-shared", "-fPIC", "-x", "c", "/dev/null", "-o", str(directory / soname),
                         f"-Wl,-soname,{soname}"], check=True)
     return directory
@@ -106,10 +108,12 @@ def test_audit_rejects_a_library_exporting_get_provider(audit_python, gcc, stub_
     assert (returncode, failures) == (1, {("no-provider-bridge-export", "GetProvider")}), output
 
 
-def test_audit_rejects_a_library_linking_cudnn(audit_python, gcc, stub_libraries, tmp_path):
-    plugin = FakePlugin(links=(*CUDA_LINKS, "libcudnn.so.9"))
+@pytest.mark.parametrize("soname", LOADED_LAZILY)
+def test_audit_rejects_a_library_linking_what_it_should_load_lazily(soname, audit_python, gcc, stub_libraries,
+                                                                     tmp_path):
+    plugin = FakePlugin(links=(*CUDA_LINKS, soname))
     returncode, failures, output = audit_fake(plugin, audit_python, gcc, stub_libraries, tmp_path)
-    assert (returncode, failures) == (1, {("no-cudnn-link", "libcudnn.so.9")}), output
+    assert (returncode, failures) == (1, {("loaded-lazily", soname)}), output
 
 
 def test_audit_rejects_a_library_missing_release_ep_factory(audit_python, gcc, stub_libraries, tmp_path):

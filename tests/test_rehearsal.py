@@ -207,7 +207,9 @@ def test_the_native_cpp_sample_compiles_every_source_a_patch_changes() -> None:
 
 # --- the plugin
 
-def test_the_plugin_links_cudart_cublas_cublaslt_and_the_driver(plugin_rehearsal: dict) -> None:
+def test_the_plugins_link_line_names_cudart_cublas_cublaslt_and_the_drivers_stub(plugin_rehearsal: dict) -> None:
+    """The link command. What the library ends up needing is check_plugin_binary.py's to say, in the package's
+    test: there the driver's stub is gone (-Wl,--as-needed, docs/gpu-runs/2026-12-03-packages.md)."""
     libraries = set(re.findall(r"lib(cudart|cublas|cublasLt|cuda)\.so\b", plugin_rehearsal["link_line"]))
     assert libraries == {"cudart", "cublas", "cublasLt", "cuda"}
 

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import re
 
+# The compute capabilities whose SASS ONNX Runtime compiles arch-specific (`sm_90a`), which runs on that exact chip
+# only: ARCHITECTURES_WITH_ACCEL in 1.30.0's cmake/external/cuda_configuration.cmake (tests/test_architectures.py
+# runs that file on every architecture an nvcc accepts)
+ARCH_SPECIFIC = (90, 100, 103, 110, 120, 121)
+
 
 def number(architecture: str) -> int:
     """`80-real`, `sm_90a`, `compute_121` -> 80, 90, 121: the compute capability an entry or target is for."""
@@ -25,10 +30,10 @@ def ort_cuda_architectures(archs: tuple[str, ...]) -> str:
 
 
 def nvcc_targets(architectures: list[str]) -> list[str]:
-    """A config's list (`75-real`, `90-real`, `121` ...) as the nvcc targets ONNX Runtime compiles: SASS from
-    90 up arch-specific (sm_90a: its ARCHITECTURES_WITH_ACCEL, cuda_configuration.cmake), PTX as compute_NNN."""
+    """A config's list (`75-real`, `90-real`, `121` ...) as the nvcc targets ONNX Runtime compiles: SASS as
+    sm_NNN, or sm_NNNa for ARCH_SPECIFIC, and PTX as compute_NNN."""
     targets = []
     for entry in ort_cuda_architectures(tuple(architectures)).split(";"):
         n = number(entry)
-        targets.append(f"compute_{n}" if entry.endswith("-virtual") else f"sm_{n}{'a' if n >= 90 else ''}")
+        targets.append(f"compute_{n}" if entry.endswith("-virtual") else f"sm_{n}{'a' if n in ARCH_SPECIFIC else ''}")
     return targets

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from feedstock.ci_support import job_file
+from feedstock.ci_support import job_file, load_jobs, newest_cuda
 from feedstock.inputs import load_config
 
 if TYPE_CHECKING:
@@ -25,6 +25,8 @@ CONFIG = load_config(REPO)
 FLOOR_CORE_VERSION = CONFIG.min_core_version
 # the job file of osx-arm64's (vectorized) CPU job, as conda-smithy names it
 OSX_CPU_JOB = job_file(REPO, "osx-arm64", None).relative_to(REPO).as_posix()
+# the job file of linux-64's newest CUDA job: the one the rehearsal and the GPU run build
+NEWEST_CUDA_JOB = job_file(REPO, "linux-64", newest_cuda(load_jobs(REPO), "linux-64"))
 
 
 @pytest.fixture

@@ -80,10 +80,6 @@ fatbin_bytes
 # gives it, by which tests/test_cuda_arch.py tells one job's variants apart.
 build_string
 
-# scripts/feedstock/ci_support.py's way to the newest CUDA job's file, beside job_file, for the tests that render
-# or solve that job as the rehearsal and the GPU run build it (tests/test_device_run.py, tests/test_resolve.py).
-newest_cuda_job_file
-
 # tests/support/recipe_checks.py's checks, which its @check decorator registers and run_checks calls through CHECKS.
 check_recipe_matches_schema
 check_conda_forge_yml_has_the_settings_the_feedstock_relies_on

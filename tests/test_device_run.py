@@ -26,8 +26,8 @@ import pieces
 import plan as plans
 import report
 import steps
-from conftest import CONFIG, FLOOR_CORE_VERSION, REPO
-from feedstock.ci_support import job_file, newest_cuda_job_file
+from conftest import CONFIG, FLOOR_CORE_VERSION, NEWEST_CUDA_JOB, REPO
+from feedstock.ci_support import job_file
 from feedstock.inputs import load_bot_fields
 from rattler_render import render
 from standins.channel import build_channel, standins
@@ -430,7 +430,7 @@ def test_the_device_copy_of_the_recipe_carries_each_override_and_renders_for_the
     assert plan.purpose == purpose and plan.overrides == overrides
     src, mirror = tmp_path / "src", tmp_path / "mirror"
     recipe_dir, diff = steps.device_recipe(plan, tmp_path, src, tmp_path, configure_only=False, cuda="13.0")
-    job = newest_cuda_job_file(REPO, "linux-64")
+    job = NEWEST_CUDA_JOB
     lists = read_yaml(job) | {"cuda_compiler_version": ["13.0"], "python": ["3.12.* *_cpython"]}
     for key in ("channel_sources", "channel_targets"):
         lists.pop(key)
@@ -476,7 +476,7 @@ def test_the_cpu_packages_copy_builds_them_offline_with_the_cpu_overrides_and_le
         assert 'set(onnxruntime_BUILD_UNIT_TESTS "OFF" CACHE STRING "" FORCE)' in toolchain
         assert str(tmp_path / "mirror") in toolchain and "CUTLASS" not in toolchain
         assert rendered[name]["tests"], name
-    cuda_lists = read_yaml(newest_cuda_job_file(REPO, "linux-64"))
+    cuda_lists = read_yaml(NEWEST_CUDA_JOB)
     for key in ("channel_sources", "channel_targets"):
         cuda_lists.pop(key)
     plugins = [r.recipe for r in render(recipe_dir / "recipe.yaml", cuda_lists, "linux-64", "linux-64")
@@ -771,7 +771,7 @@ def test_a_configure_only_copy_stops_the_build_script_at_its_build_step_and_drop
     """A cost run builds with --configure-only: the script writes the build step's targets and stops, so the
     package is empty, and the tests that would fail on it (the strict contents test first) are not in the copy."""
     plan = pack.build_plan(REPO)
-    job = newest_cuda_job_file(REPO, "linux-64")
+    job = NEWEST_CUDA_JOB
     lists = read_yaml(job) | {"cuda_compiler_version": ["13.0"], "python": ["3.12.* *_cpython"]}
     for key in ("channel_sources", "channel_targets"):
         lists.pop(key)

@@ -17,17 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import NEWEST_CUDA_JOB, REPO
 from support.yaml_files import read_yaml
 
-from feedstock.ci_support import newest_cuda_job_file
 from rattler_render import render
 
 PLUGIN = "onnxruntime-ep-cuda"
 
 
 def plugin_tests() -> list[dict]:
-    lists = read_yaml(newest_cuda_job_file(REPO, "linux-64"))
+    lists = read_yaml(NEWEST_CUDA_JOB)
     # the job's file lists every Python, which the plugin does not read: each variant renders the same tests
     plugin = next(r for r in render(REPO / "recipe" / "recipe.yaml", lists, "linux-64", "linux-64") if r.name == PLUGIN)
     return plugin.recipe["tests"]

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FLOOR_CORE_VERSION
+from conftest import FLOOR_CORE_VERSION, NEWEST_CUDA_JOB
 from cores import NEWEST_CORE
-from feedstock.ci_support import newest_cuda_job_file
 from standins.channel import Standin, build_channel, standins
 from standins.resolve import resolve_job
 
@@ -92,7 +91,7 @@ def test_the_plugins_users_get_every_library_it_loads_at_run_time(channel: Path)
     """The plugin dlopens cuDNN and cuFFT and links neither (upstream's cmake/onnxruntime_providers_cuda_plugin.cmake),
     so no linking check sees them: only its run requirements, run_exports applied, put them in a user's environment,
     without which a Conv or an Rfft model fails there. Its test environments are such an environment."""
-    job = newest_cuda_job_file(REPO, "linux-64")
+    job = NEWEST_CUDA_JOB
     build_channel(standins([job], {"min_core_version": FLOOR_CORE_VERSION, "newest_core_version": NEWEST_CORE}),
                   channel)
     plugin = [o for o in resolve_job(REPO / "recipe" / "recipe.yaml", job, channel) if o.name == "onnxruntime-ep-cuda"]
@@ -152,7 +151,7 @@ def overlinking_warnings(sysroot: Standin, scratch: Path) -> list[str]:
 
 
 def newest_sysroot() -> Standin:
-    chosen = standins([newest_cuda_job_file(REPO, "linux-64")], {"min_core_version": "0", "newest_core_version": "0"})
+    chosen = standins([NEWEST_CUDA_JOB], {"min_core_version": "0", "newest_core_version": "0"})
     return next(s for s in chosen if s.name == "sysroot_linux-64")
 
 

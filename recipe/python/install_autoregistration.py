@@ -1,9 +1,7 @@
 """Adds conda-forge's EP plugin auto-registration to an installed onnxruntime wheel.
 
-The `onnxruntime` output's build script runs this after `pip install`:
-
-    "${PYTHON}" "${RECIPE_DIR}/python/install_autoregistration.py" "${SP_DIR}"      (unix)
-    "%PYTHON%" "%RECIPE_DIR%\\python\\install_autoregistration.py" "%SP_DIR%"       (Windows)
+The `onnxruntime` output's build script (recipe/build_python.py) runs this after `pip install`, with the
+environment's site-packages folder as its argument: `python install_autoregistration.py SP_DIR`.
 
 The tests call the same functions, so they exercise the files exactly as the package ships them.
 """

@@ -92,11 +92,6 @@ def newest_cuda(jobs: list[CiJob], platform: str) -> str | None:
     return max(versions, key=version_tuple, default=None)
 
 
-def newest_cuda_job_file(root: Path, platform: str) -> Path:
-    """The `.ci_support` file of `platform`'s job with the newest CUDA version (newest_cuda)."""
-    return job_file(root, platform, newest_cuda(load_jobs(root), platform))
-
-
 def job_file(root: Path, platform: str, cuda: str | None, suffix: str = "") -> Path:
     """The `.ci_support` file of `platform`'s one job that builds `cuda` (None: its CPU job, vectorized unless
     `suffix` names the -novec one)."""

@@ -4,6 +4,7 @@ own that the render reads."""
 
 from __future__ import annotations
 
+import json
 import re
 import resource
 import subprocess
@@ -14,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from conftest import OSX_CPU_JOB
+from feedstock.inputs import load_config
 from feedstock.reader import MAX_BYTES, MAX_DEPTH, MAX_VALUES
 from support.tree import snapshot
+from support.yaml_files import read_yaml
 
 MIGRATION = ".ci_support/migrations/cuda130.yaml"
 # every YAML file a render reads; each is a mapping, so a key appended at its end is read as one of its keys
@@ -106,6 +109,24 @@ def test_a_summary_of_more_than_a_line_is_refused_and_quoted_in_part(feedstock: 
     lines = refused(feedstock)
     assert lines == ["config/feedstock.yaml: feedstock.summary: '" + "x" * 79 + "... is not a one-line summary of at "
                      "most 200 characters"]
+
+
+@pytest.mark.parametrize("summary", ["ONNX Runtime: the C and C++ library", "ONNX Runtime's C library #1 (CPU)",
+                                     'A "quoted" back\\slash, and {{ braces }}'])
+def test_a_summary_with_yaml_syntax_in_it_reaches_the_recipe_as_written(feedstock: Path, summary: str) -> None:
+    """A ": " would make the recipe's summary a mapping, a " #" would cut it; the recipe gets the text itself."""
+    config = feedstock / "config" / "feedstock.yaml"
+    written = "    summary: ONNX Runtime's C and C++ library (CPU execution provider)\n"
+    config.write_text(config.read_text().replace(written, f"    summary: {json.dumps(summary)}\n"))
+    assert load_config(feedstock).outputs.cpp.summary == summary
+
+    done = subprocess.run([sys.executable, str(feedstock / "scripts" / "render.py")], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=300)
+
+    assert done.returncode == 0, done.stderr
+    recipe = read_yaml(feedstock / "recipe" / "recipe.yaml")
+    summaries = {o["package"]["name"]: o["about"]["summary"] for o in recipe["outputs"] if "package" in o}
+    assert summaries["onnxruntime-cpp"] == summary
 
 
 def test_thousands_of_unknown_keys_are_twenty_lines_and_a_count(feedstock: Path) -> None:

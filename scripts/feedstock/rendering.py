@@ -55,6 +55,9 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["winpath"] = lambda path: path.replace("/", "\\")
     env.filters["rstrip"] = lambda text: text.rstrip()
+    # free text as a double-quoted YAML scalar (JSON's string syntax is a subset of it): a ": " or " #" in a
+    # summary stays text instead of becoming a mapping or a comment
+    env.filters["quoted"] = lambda text: json.dumps(text, ensure_ascii=False)
     return env
 
 

@@ -225,6 +225,9 @@ def arch_error(index: int, entry: str, problem: str) -> str:
     return f'cuda.versions."{CUDA}".architectures.linux-64[{index}]: \'{entry}\'{problem}'
 
 
+# the vendored library that the config builds on one platform alone (win-64)
+WIL = next(i for i, entry in enumerate(CONFIG.license.vendored) if list(entry.platforms or ()) == ["win-64"])
+
 BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
     "unknown key": (
         lambda t: t.replace("maintainers:", "colour: blue\nmaintainers:"),
@@ -329,6 +332,19 @@ BAD_CONFIGS: dict[str, tuple[Callable[[str], str], str]] = {
     "a patch path of 5,000 characters": (
         lambda t: re.sub(r"(?m)^  patches: \[", "  patches: [" + "a" * 5000 + ".patch, ", t),
         "source.patches[0]: recipe/" + "a" * 80 + "... does not exist"),
+    "a plugin library that is its folder": (
+        lambda t: t.replace("unix: lib/libonnxruntime_providers_cuda.so", "unix: lib/.."),
+        "outputs.plugin.library.unix: 'lib/..' is not a file's path under lib/"),
+    "a -novec name that another output has": (
+        lambda t: t.replace("    novec_name: onnxruntime-novec\n", "    novec_name: onnxruntime-cpp\n"),
+        "outputs.python.novec_name: 'onnxruntime-cpp' is also outputs.cpp.name"),
+    "an architecture list for a platform without CUDA": (
+        lambda t: re.sub(rf'(?ms)^(    "{re.escape(CUDA)}":\n.*?^        win-64: [^\n]*\n)',
+                         r"\g<1>        osx-arm64: [80-real]\n", t, count=1),
+        f'cuda.versions."{CUDA}".architectures.osx-arm64: not a CUDA platform of this feedstock'),
+    "a vendored library on a platform this feedstock does not build": (
+        lambda t: t.replace("platforms: [win-64]}", "platforms: [win-64, osx-64]}", 1),
+        f"license.vendored[{WIL}].platforms[1]: 'osx-64' is not a platform of this feedstock"),
     "architecture listed twice": (
         lambda t: t.replace("        linux-64: [75-real, 80-real,", "        linux-64: [75-real, 75-real, 80-real,"),
         f'cuda.versions."{CUDA}".architectures.linux-64[1]: \'75-real\' is listed twice (first as item 0)'),

@@ -175,7 +175,7 @@ class CpuOutput(Output):
 
 
 class Library(Model):
-    unix: text(r"lib/[\w.-]+", "a path under lib/")
+    unix: text(r"lib/(?!\.\.?$)[\w.-]+", "a file's path under lib/")
     win: text(r"Library/bin/[\w.-]+\.dll", "a DLL under Library/bin/")
 
 

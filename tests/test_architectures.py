@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CONFIG, REPO
-from feedstock.architectures import NVCC_ARCHITECTURES, NVCC_RELEASES, ORT_CUDA_CONFIGURATION
+from feedstock.architectures import NVCC_ARCHITECTURES, NVCC_RELEASES, ORT_CUDA_CONFIGURATION, ort_rule
 from feedstock.cuda_targets import number, nvcc_targets
 from feedstock.inputs import load_bot_fields
 from feedstock.reader import version_tuple
@@ -76,16 +76,6 @@ def test_every_listed_list_is_built_by_orts_cmake_as_listed() -> None:
     assert ort_refusals(REPO, CONFIG, load_bot_fields(REPO)) == []
 
 
-# ORT's rule on one list, in CMake's script mode: the targets it compiles, as CMAKE_CUDA_ARCHITECTURES ends
-ORT_TARGETS_SCRIPT = """cmake_minimum_required(VERSION 3.16)
-function(add_definitions)
-endfunction()
-include("${ORT_CUDA_CONFIGURATION}")
-setup_cuda_architectures()
-message(NOTICE "targets=${CMAKE_CUDA_ARCHITECTURES}")
-"""
-
-
 def test_nvcc_targets_are_what_orts_cmake_compiles_each_architecture_as(tmp_path: Path) -> None:
     """cuda_targets.py's copy of ORT's arch-specific rule, against ORT's own on every architecture an nvcc of the
     config accepts: an `a` it misses or adds would misprice predict_build_cost.py's jobs."""
@@ -94,14 +84,10 @@ def test_nvcc_targets_are_what_orts_cmake_compiles_each_architecture_as(tmp_path
     configuration = tmp_path / "cuda_configuration.cmake"
     configuration.write_text(at_hand(recipe_source(REPO), cache_folder(REPO), {MIRROR_VARIABLE: str(mirror)})
                              .read(ORT_CUDA_CONFIGURATION))
-    script = tmp_path / "targets.cmake"
-    script.write_text(ORT_TARGETS_SCRIPT)
     differ = {}
     for architecture in sorted({a for known in NVCC_ARCHITECTURES.values() for a in known}):
         entry = f"{architecture}-real"
-        done = subprocess.run(["cmake", f"-DORT_CUDA_CONFIGURATION={configuration}",
-                               f"-DCMAKE_CUDA_ARCHITECTURES={entry}", "-P", str(script)],
-                              capture_output=True, text=True, timeout=60)
+        done = ort_rule((entry,), configuration, "cmake", tmp_path)
         (compiled,) = re.findall(r"^targets=(.*)$", done.stderr, re.MULTILINE)
         ort = [f"sm_{a.removesuffix('-real')}" for a in compiled.split(";")]
         if nvcc_targets([entry]) != ort:

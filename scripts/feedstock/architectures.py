@@ -124,7 +124,8 @@ def missing_list(version: str, listed: dict[str, dict[str, tuple[str, ...]]]) ->
 ORT_CUDA_CONFIGURATION = "cmake/external/cuda_configuration.cmake"
 
 # ORT's own rule run on one list: its setup_cuda_architectures macro, in CMake's script mode, where the
-# project-only add_definitions has nothing to add to; it prints the SASS and PTX targets it keeps.
+# project-only add_definitions has nothing to add to; it prints the SASS and PTX entries it keeps, and the
+# targets it compiles them as (CMAKE_CUDA_ARCHITECTURES as it leaves it: 90a-real, 121-virtual).
 _ORT_SCRIPT = """cmake_minimum_required(VERSION 3.16)
 function(add_definitions)
 endfunction()
@@ -132,18 +133,26 @@ include("${ORT_CUDA_CONFIGURATION}")
 setup_cuda_architectures()
 message(NOTICE "sass=${CMAKE_CUDA_ARCHITECTURES_ORIG}")
 message(NOTICE "ptx=${CMAKE_CUDA_ARCHITECTURES_LAST_VIRTUAL}")
+message(NOTICE "targets=${CMAKE_CUDA_ARCHITECTURES}")
 """
+
+
+def ort_rule(architectures: tuple[str, ...], cuda_configuration: Path, cmake: str,
+             scratch: Path) -> subprocess.CompletedProcess[str]:
+    """ONNX Runtime's CMake rule (`cuda_configuration`) run on one list: its `sass=`, `ptx=` and `targets=` lines
+    are on stderr (_ORT_SCRIPT)."""
+    script = scratch / "ort_cuda_architectures.cmake"
+    if not script.is_file():  # one script for every list checked in `scratch`
+        script.write_text(_ORT_SCRIPT)
+    return subprocess.run([cmake, f"-DORT_CUDA_CONFIGURATION={cuda_configuration}",
+                           f"-DCMAKE_CUDA_ARCHITECTURES={ort_cuda_architectures(architectures)}", "-P", str(script)],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
 
 
 def ort_keeps(architectures: tuple[str, ...], cuda_configuration: Path, cmake: str, scratch: Path) -> str | None:
     """None when ONNX Runtime's CMake (`cuda_configuration`, its cmake/external/cuda_configuration.cmake) keeps
     the list as the config means it, every SASS target and the PTX one in order; otherwise what it does."""
-    script = scratch / "ort_cuda_architectures.cmake"
-    if not script.is_file():  # one script for every list checked in `scratch`
-        script.write_text(_ORT_SCRIPT)
-    done = subprocess.run([cmake, f"-DORT_CUDA_CONFIGURATION={cuda_configuration}",
-                           f"-DCMAKE_CUDA_ARCHITECTURES={ort_cuda_architectures(architectures)}", "-P", str(script)],
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    done = ort_rule(architectures, cuda_configuration, cmake, scratch)
     if done.returncode != 0:
         said = [line.strip() for line in done.stderr.splitlines()
                 if line.strip() and not line.startswith("CMake Error")]

@@ -259,10 +259,9 @@ def test_every_command_line_of_the_gpu_run_is_one_it_runs_or_its_doc_gives() -> 
     """A script of scripts/device that neither run.sh, package.py nor docs/gpu-machine.md runs is dead, though the
     code its own command line calls looks alive. Run means launched: `"${here}/NAME"` in run.sh, `HERE / "NAME"` in
     the Python steps, `python3 scripts/device/NAME` in the doc; a comment or docstring that names it is not."""
-    launches = {name: re.compile(pattern) for name, pattern in (
-        ("run.sh", r'"\$\{here\}/([\w.]+\.py)"'), ("package.py", r'HERE / "([\w.]+\.py)"'),
-        ("steps.py", r'HERE / "([\w.]+\.py)"'))}
-    launched = {found for name, pattern in launches.items() for found in pattern.findall((DEVICE / name).read_text())}
+    launched = set(re.findall(r'"\$\{here\}/([\w.]+\.py)"', (DEVICE / "run.sh").read_text()))
+    for steps_file in ("package.py", "steps.py"):
+        launched |= set(re.findall(r'HERE / "([\w.]+\.py)"', (DEVICE / steps_file).read_text()))
     launched |= set(re.findall(r"`python3 scripts/device/([\w.]+\.py)", GPU_MACHINE_DOC.read_text()))
     scripts = [path.name for path in DEVICE.glob("*.py") if 'if __name__ == "__main__":' in path.read_text()]
     assert "plan.py" in scripts and "report.py" in scripts

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bootstrap import cache_lock
+from feedstock.inputs import OutputKey
 from ninja_graph import run_generators, target_compiles
 from standins import StandinError
 from standins.channel import STANDINS, Standin, build_channel, load_standins, standins
@@ -41,13 +42,14 @@ from standins.sources import Sources, place_trees
 # exactly the archives the configure took.
 _EVERY_BUILD = ("abseil_cpp", "date", "eigen", "flatbuffers", "json", "microsoft_gsl", "mp11", "onnx", "protobuf",
                 "pytorch_cpuinfo", "re2", "safeint")
-DEPENDENCIES = {"onnxruntime-ep-cuda": (*_EVERY_BUILD, "cudnn_frontend", "cutlass"),
-                "onnxruntime-cpp": (*_EVERY_BUILD, "googletest"), "onnxruntime": (*_EVERY_BUILD, "dlpack")}
+DEPENDENCIES: dict[OutputKey, tuple[str, ...]] = {"plugin": (*_EVERY_BUILD, "cudnn_frontend", "cutlass"),
+                                                  "cpp": (*_EVERY_BUILD, "googletest"),
+                                                  "python": (*_EVERY_BUILD, "dlpack")}
 # what each platform's configure takes besides: every arm64 build turns KleidiAI on (recipe/cmake_common.py)
 PLATFORM_DEPENDENCIES = {"linux-aarch64": ("kleidiai",)}
 
 
-def dependencies(output: str, platform: str = BUILD_PLATFORM) -> tuple[str, ...]:
+def dependencies(output: OutputKey, platform: str = BUILD_PLATFORM) -> tuple[str, ...]:
     """The deps.txt entries the output's configure takes on the platform. A cross build fetches no
     test-only ones: its unit tests would have to run on the build machine (build_cpp.py turns them off)."""
     taken = (*DEPENDENCIES[output], *PLATFORM_DEPENDENCIES.get(platform, ()))
@@ -148,7 +150,7 @@ def own_code_size(source: Path, src: Path, read: dict[Path, tuple[int, list[Path
     return sum(read[path][0] for path in seen)
 
 
-def choose_sample(output: str, src: Path, compiles: list[dict[str, str]], architectures: list[str] = (),
+def choose_sample(output: OutputKey, src: Path, compiles: list[dict[str, str]], architectures: list[str] = (),
                   newest: str = "") -> list[Sampled]:
     """The fewest of ORT's own objects that between them include every dependency (CPU outputs), or a
     CUDA-header host file, a cuDNN-frontend host file, one plain `.cu` at the list's first architecture and at each of
@@ -157,7 +159,7 @@ def choose_sample(output: str, src: Path, compiles: list[dict[str, str]], archit
     read: dict[Path, tuple[int, list[Path]]] = {}
     own = sorted((e for e in compiles if Path(e["file"]).resolve().is_relative_to(src / "onnxruntime")
                   and "/test/" not in e["file"]), key=lambda e: own_code_size(Path(e["file"]).resolve(), src, read))
-    if output == "onnxruntime-ep-cuda":
+    if output == "plugin":
         chosen = []
         kinds = [
             ("a host .cc that includes the CUDA headers (cuda_pch.h: cuda, cuBLAS, cuRAND, cuFFT)",
@@ -184,7 +186,7 @@ def choose_sample(output: str, src: Path, compiles: list[dict[str, str]], archit
         return chosen
     # the core objects are the C++ library's too: what only the Python build adds is its bindings
     python_only = {"dlpack", "pybind11"}
-    wanted = python_only if output == "onnxruntime" else set(DEPENDENCY_INCLUDES) - python_only
+    wanted = python_only if output == "python" else set(DEPENDENCY_INCLUDES) - python_only
     covers = {e["output"]: {d for d in wanted if _includes(Path(e["file"]), DEPENDENCY_INCLUDES[d])} for e in own}
     chosen, left = [], set(wanted)
     while left:
@@ -385,13 +387,14 @@ def _installed(prefix: Path) -> list[str]:
     return sorted(json.loads(record.read_text())["name"] for record in prefix.glob("conda-meta/*.json"))
 
 
-def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], recipe_dir: Path, job: Path, python: str,
-             sources: Sources, workdir: Path, cache: Path, without_file: set[str], sample: bool = True,
-             not_rehearsed: list[str] = (), architectures: list[str] = (), newest: str = "") -> Report:
-    """The output's build script run by rattler-build in the environment it makes from the stand-in channel
-    for the job's variant (with this machine's Python), up to its build step; then its graph, sample and
-    audit. `architectures`: the plugin's GPU architectures its sample compiles a unit at besides the list's
-    first; `newest`: the list's newest, which its CUTLASS unit is compiled at."""
+def rehearse(output: str, key: OutputKey, rendered: dict[str, Any], variant: dict[str, str], recipe_dir: Path,
+             job: Path, python: str, sources: Sources, workdir: Path, cache: Path, without_file: set[str],
+             sample: bool = True, not_rehearsed: list[str] = (), architectures: list[str] = (),
+             newest: str = "") -> Report:
+    """The build script of the package `output` (the config's output `key`) run by rattler-build in the environment
+    it makes from the stand-in channel for the job's variant (with this machine's Python), up to its build step;
+    then its graph, sample and audit. `architectures`: the plugin's GPU architectures its sample compiles a unit at
+    besides the list's first; `newest`: the list's newest, which its CUTLASS unit is compiled at."""
     target_platform = variant.get("target_platform", BUILD_PLATFORM)
     report = Report(output, variant, str(workdir), sources.origin, not_rehearsed=list(not_rehearsed),
                     target_platform=target_platform)
@@ -412,7 +415,7 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
     shutil.rmtree(tree, ignore_errors=True)
     sources.unpack(tree)
     build_dir = str(rendered["build"]["script"]["env"]["ORT_BUILD_DIR"])
-    trees = place_trees(sources.trees, tree, build_dir) if output == "onnxruntime-ep-cuda" and sources.trees else {}
+    trees = place_trees(sources.trees, tree, build_dir) if key == "plugin" and sources.trees else {}
     copy, _ = recipe_copy(recipe_dir, workdir, tree, sources.deps_mirror, [output], configure_only=True, trees=trees)
     shutil.rmtree(workdir / "rattler", ignore_errors=True)
     # rattler's package cache, the rehearsal's own: a package of the metadata-only channel has the same file
@@ -467,7 +470,7 @@ def rehearse(output: str, rendered: dict[str, Any], variant: dict[str, str], rec
         report.device_link_steps = sum(1 for c in commands if DEVICE_LINK.search(c))
         report.lto_steps = sum(1 for c in commands if LTO.search(c))
         if sample:
-            report.sample = choose_sample(output, src.resolve(), compiles, list(architectures), newest)
+            report.sample = choose_sample(key, src.resolve(), compiles, list(architectures), newest)
             report.sample += [Sampled(e["output"], e["file"], f"changed by {patched[e['file']]}")
                               for e in compiles if e["file"] in patched]
             compile_sample(build, report.sample, compiles, workdir / "sample.log", env)

@@ -35,7 +35,7 @@ from feedstock.ci_support import job_file, load_jobs
 from feedstock.errors import InputError
 from feedstock.inputs import load_config
 from standins import StandinError, cache_folder
-from rehearsal import DEPENDENCIES, dependencies, rehearse
+from rehearsal import dependencies, rehearse
 from standins.evaluate import evaluate
 from standins.channel import load_standins
 from standins.downloads import BUILD_PLATFORM, PLATFORMS
@@ -55,16 +55,17 @@ def sass_architectures(rendered: dict) -> list[str]:
     return [a.removesuffix("-real") for a in listed if not a.endswith("-virtual")]
 
 
-def sampled_architectures(feedstock: Path, rendered: dict, cuda: str, platform: str) -> tuple[list[str], str]:
-    """The architectures only this platform's list has (none on linux-64), and the list's newest."""
+def sampled_architectures(feedstock: Path, plugin: str, rendered: dict, cuda: str) -> tuple[list[str], str]:
+    """The architectures only this platform's list of the `plugin` output has (none on linux-64), and the list's
+    newest."""
     own = sass_architectures(rendered)
-    linux_64 = sass_architectures(evaluate(feedstock, "onnxruntime-ep-cuda", cuda, None)[0])
+    linux_64 = sass_architectures(evaluate(feedstock, plugin, cuda, None)[0])
     return [a for a in own if a not in linux_64], own[-1]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("output", choices=sorted(DEPENDENCIES))
+    parser.add_argument("output", help="the package to rehearse, by its name in config/feedstock.yaml's outputs")
     parser.add_argument("--cuda", help="the CUDA version (the plugin only)")
     parser.add_argument("--platform", default=BUILD_PLATFORM, choices=sorted(PLATFORMS),
                         help="the target platform (default linux-64); the build machine is linux-64")
@@ -76,15 +77,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-sample", action="store_true", help="configure and record the graph, compile nothing")
     args = parser.parse_args(argv)
     try:
-        if (args.output == "onnxruntime-ep-cuda") != (args.cuda is not None):
-            raise StandinError("--cuda is required for onnxruntime-ep-cuda and means nothing for the CPU outputs")
-        sources = locate(args.feedstock.resolve(), args.cache.resolve(), dependencies(args.output, args.platform))
+        config = load_config(args.feedstock)
+        outputs = config.outputs
+        try:
+            key = outputs.key(args.output)
+        except KeyError as error:
+            raise StandinError(error.args[0]) from None
+        if (key == "plugin") != (args.cuda is not None):
+            raise StandinError(f"--cuda is required for {outputs.plugin.name} and means nothing for the CPU outputs")
+        sources = locate(args.feedstock.resolve(), args.cache.resolve(), dependencies(key, args.platform))
         python = f"{sys.version_info.major}.{sys.version_info.minor}"
         rendered, variant = evaluate(args.feedstock.resolve(), args.output, args.cuda, python, args.platform)
-        without_file = {entry.dep for entry in load_config(args.feedstock).license.vendored if not entry.file}
-        architectures, newest = (sampled_architectures(args.feedstock.resolve(), rendered, args.cuda, args.platform)
+        without_file = {entry.dep for entry in config.license.vendored if not entry.file}
+        architectures, newest = (sampled_architectures(args.feedstock.resolve(), args.output, rendered, args.cuda)
                                  if args.cuda else ([], ""))
-        report = rehearse(args.output, rendered, variant, args.feedstock.resolve() / "recipe",
+        report = rehearse(args.output, key, rendered, variant, args.feedstock.resolve() / "recipe",
                           job_file(args.feedstock.resolve(), args.platform, args.cuda), python, sources,
                           args.workdir.resolve(), args.cache.resolve(), without_file, sample=not args.no_sample,
                           not_rehearsed=without_nvcc(args.feedstock, args.platform) if args.cuda else [],

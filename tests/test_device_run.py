@@ -32,7 +32,7 @@ from feedstock.inputs import load_bot_fields
 from rattler_render import render
 from standins.channel import build_channel, standins
 from standins.downloads import BUILD_PLATFORM
-from standins.environment import machine_roots
+from standins.environment import TOOL_WHEELS, machine_roots
 from standins.evaluate import evaluate
 from standins.resolve import render_with_solve, variant_file
 from standins.sources import MIRROR_TREE_PATCHES, mirror_folder
@@ -124,12 +124,17 @@ def test_every_input_the_plan_names_is_in_exactly_one_bundle(bundles: Path) -> N
 def test_the_plan_carries_the_floor_and_the_newest_core_and_the_tools_for_rattler_build(bundles: Path) -> None:
     plan = plans.load(bundles / "bundle-1" / "plan.json")
     assert plan.cores == plans.Cores(FLOOR_CORE_VERSION, pack.NEWEST_CORE)
-    wheels = [name.removeprefix("wheels/") for name in plan.inputs if name.startswith("wheels/")]
+    carried = {folder: [name.removeprefix(f"{folder}/") for name in plan.inputs if name.startswith(f"{folder}/")]
+               for folder in ("wheels", "rattler")}
+    wheels = carried["wheels"]
     assert {w.split("-")[1] for w in wheels if w.startswith("onnxruntime-")} == {FLOOR_CORE_VERSION, pack.NEWEST_CORE}
-    # the same versions as this machine's tests use, under the wheel's file name (dashes become underscores)
-    for tool in pack.TOOLS:
-        name, version = tool.split("==")
-        assert any(w.startswith(f"{name.replace('-', '_')}-{version}-") for w in wheels), (tool, wheels)
+    # the same versions as this machine's tests use, under the wheel's file name (dashes become underscores); what
+    # run.sh installs before the steps in rattler/, alone there
+    for folder, tools in (("wheels", TOOL_WHEELS), ("rattler", pack.RATTLER)):
+        for tool in tools:
+            name, version = tool.split("==")
+            assert any(w.startswith(f"{name.replace('-', '_')}-{version}-") for w in carried[folder]), (tool, folder)
+    assert len(carried["rattler"]) == len(pack.RATTLER)
 
 
 @pytest.mark.network
@@ -191,7 +196,7 @@ def test_a_cost_run_carries_what_rattler_build_configures_with_and_keeps_the_rec
     assert f"__cuda_arch >={context['cuda_arch_floor']}" in recipe["requirements"]["run_constraints"]
     carried = [name for files in bundle_files(tmp_path).values() for name in files if name != "plan.json"]
     assert sorted(carried) == list(plan.inputs)
-    assert [n for n in carried if n.startswith("wheels/py_rattler_build-")], carried
+    assert [n for n in carried if n.startswith("rattler/py_rattler_build-")], carried
 
 
 def test_bundles_hold_every_input_once_and_none_is_over_the_limit(tmp_path: Path) -> None:
@@ -277,7 +282,8 @@ def test_run_sh_asks_the_plan_through_its_command_line(tmp_path: Path) -> None:
     answers = {question: subprocess.run([sys.executable, str(DEVICE / "plan.py"), str(tmp_path / "plan.json"),
                                          question], capture_output=True, text=True, check=True).stdout
                for question in asked}
-    assert answers == {"purpose": "cost\n", "build-dir": written.script_env["ORT_BUILD_DIR"] + "\n", "inputs": ""}
+    assert answers == {"purpose": "cost\n", "build-dir": written.script_env["ORT_BUILD_DIR"] + "\n", "inputs": "",
+                       "outputs": f"{CONFIG.outputs.plugin.name}\n"}
 
 
 def test_the_package_run_plans_the_operator_suite_with_each_core_and_once_without_cudnn() -> None:

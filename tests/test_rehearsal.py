@@ -40,7 +40,7 @@ from support.yaml_files import read_yaml
 # every test here rehearses, or reads a rehearsal's result
 pytestmark = pytest.mark.slow
 
-PLUGIN, CPP, PYTHON = "onnxruntime-ep-cuda", "onnxruntime-cpp", "onnxruntime"
+PLUGIN, CPP, PYTHON = (getattr(CONFIG.outputs, key).name for key in ("plugin", "cpp", "python"))
 LINUX_64, AARCH64 = "linux-64", "linux-aarch64"
 # the newest CUDA of the .ci_support jobs, whichever migration brought it; the rehearsal's Python is this machine's
 REHEARSED_CUDA = newest_cuda(load_jobs(REPO), LINUX_64)
@@ -81,7 +81,7 @@ def rehearse(output: str, feedstock: Path = REPO, *extra: str, platform: str = L
     """The report and work folder of a rehearsal, run unless an identical one is cached. machine_prefix: a
     prefix of this machine's own, as /usr is, reachable through PATH (its bin folder first there)."""
     args = [output, *REHEARSED[output, platform], *extra]
-    located = sources(*dependencies(output, platform))
+    located = sources(*dependencies(CONFIG.outputs.key(output), platform))
     env, key = None, args
     if machine_prefix is not None:
         env = {**os.environ, "PATH": f"{machine_prefix / 'bin'}{os.pathsep}{os.environ['PATH']}"}
@@ -174,7 +174,7 @@ def test_no_include_folder_shadows_the_c_librarys_headers(rehearsal: tuple[str, 
 def test_cmake_takes_every_dependency_from_the_archives_located_for_the_output(
         rehearsal: tuple[str, dict, Path]) -> None:
     output, report, workdir = rehearsal
-    located = sources(*dependencies(output, report["target_platform"]))
+    located = sources(*dependencies(CONFIG.outputs.key(output), report["target_platform"]))
     assert archives_cmake_took(workdir / "src") == set(located.archives.values()), output
 
 
@@ -394,7 +394,7 @@ def test_a_package_without_a_stand_in_is_refused_naming_the_table_and_the_packag
     text = recipe.read_text()
     assert "        - libcufft-dev\n" in text
     recipe.write_text(text.replace("        - libcufft-dev\n", "        - libcufft-dev\n        - libnvjpeg-dev\n", 1))
-    sources(*dependencies(PLUGIN))
+    sources(*dependencies("plugin"))
     done = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse.py"), PLUGIN, "--cuda", REHEARSED_CUDA,
                            "--workdir", str(feedstock / "rehearsal"), "--feedstock", str(feedstock),
                            "--cache", str(CACHE)], capture_output=True, text=True)

@@ -29,7 +29,7 @@ from standins.sources import (BASE_URL_VARIABLE, DEPS_TXT, MIRROR_VARIABLE, Sour
                                deps_txt, locate, mirror_folder, mirror_path, recipe_source)
 from support.upstream_source import CACHE, archives_cmake_took, sources
 
-CPU_DEPENDENCIES = DEPENDENCIES["onnxruntime-cpp"]
+CPU_DEPENDENCIES = DEPENDENCIES["cpp"]
 
 
 class Server:
@@ -190,6 +190,18 @@ def test_rehearse_without_sources_exits_2_with_the_reason_in_one_line(tmp_path: 
                           env={**os.environ, **_environ(_refused_base_url())})
     assert done.returncode == 2
     assert done.stderr.startswith(f"rehearse: {recipe_source(REPO).url}") and done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["onnxruntime-gpu"], "rehearse: no output of config/feedstock.yaml is called 'onnxruntime-gpu'\n"),
+    ([CONFIG.outputs.plugin.name], f"rehearse: --cuda is required for {CONFIG.outputs.plugin.name} "),
+    ([CONFIG.outputs.cpp.novec_name, "--cuda", "13.4"], "rehearse: --cuda is required for "),
+], ids=["unknown", "plugin-without-cuda", "cpu-with-cuda"])
+def test_rehearse_takes_the_outputs_by_their_names_in_the_config(args: list[str], message: str, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse.py"), *args, "--workdir", str(tmp_path)],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert (done.returncode, done.stderr[:len(message)]) == (2, message)
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow

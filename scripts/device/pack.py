@@ -73,13 +73,12 @@ WHEEL_TAGS = ["--python-version", MACHINE_PYTHON, "--implementation", "cp", "--p
               "--platform", "manylinux_2_5_x86_64"]
 
 
-# What the run installs from PyPI: rattler-build and rattler (py-rattler-build, py-rattler), and the wheels
-# the stand-in channel takes CMake, ninja and packages besides the image's own from (the cores to test come
-# from the plan)
-TOOLS = [*(f"{name}=={importlib.metadata.version(name)}" for name in
-           # the versions this machine's own scripts and tests run (scripts/requirements.txt, and what pydantic needs)
-           ("py-rattler-build", "py-rattler", "pydantic", "pydantic-core", "annotated-types", "typing-inspection")),
-         *TOOL_WHEELS]
+# What run.sh installs from PyPI, from the bundles' rattler/ folder, before the Python steps run: rattler-build
+# and rattler (py-rattler-build, py-rattler) and what the scripts read their files with, at the versions this
+# machine's own scripts and tests run (scripts/requirements.txt, and what pydantic needs). The stand-in channel
+# takes CMake, ninja and packages besides the image's own from wheels/ (TOOL_WHEELS, and the plan's cores).
+RATTLER = [f"{name}=={importlib.metadata.version(name)}" for name in
+           ("py-rattler-build", "py-rattler", "pydantic", "pydantic-core", "annotated-types", "typing-inspection")]
 # What upstream's operator suite runs with (pytest, its dependencies, pytest-xdist and pytest-timeout, which
 # case_log.py takes the per-case timer of), at the versions this machine's tests run it with; beside them, onnx
 # at SUITE_ONNX (scripts/cores.py), ahead of the environment's own on the suite's path
@@ -150,7 +149,7 @@ SPEED_PLUGIN_OVERRIDES = Overrides(
                 "FP8 KV-cache variants of the XQA kernels, which no compared model uses"),
     ),
 )
-PLUGIN = "onnxruntime-ep-cuda"
+PLUGIN = load_config(bootstrap.REPO).outputs.plugin.name
 # Upstream's operator suite for the plugin, in the source tree, which the package run runs against the
 # installed plugin (package.py's operator_suites)
 OPERATOR_SUITE = "onnxruntime/test/python/transformers/test_cuda_plugin_ep.py"
@@ -285,11 +284,11 @@ def gather(upstream: Path | None, plan: Plan, scratch: Path) -> tuple[Plan, dict
     debs.mkdir()
     _run(["apt-get", "download", *DEBIAN_PACKAGES], debs)
     build |= {f"debs/{p.name}": p for p in sorted(debs.glob("*.deb"))}
-    wheels = scratch / "wheels"
     cores = [f"onnxruntime=={version}" for version in dataclasses.astuple(plan.cores)] if plan.cores else []
-    for requirement in [*cores, *TOOLS]:  # one at a time: pip refuses two versions of one project
-        _download(requirement, wheels)
-    build |= {f"wheels/{p.name}": p for p in sorted(wheels.glob("*.whl"))}
+    for folder, requirements in (("wheels", [*cores, *TOOL_WHEELS]), ("rattler", RATTLER)):
+        for requirement in requirements:  # one at a time: pip refuses two versions of one project
+            _download(requirement, scratch / folder)
+        build |= {f"{folder}/{p.name}": p for p in sorted((scratch / folder).glob("*.whl"))}
     if plan.operator_suite:
         tools = scratch / "suite"
         for requirement in [*SUITE_TOOLS, f"onnx=={SUITE_ONNX}"]:

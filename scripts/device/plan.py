@@ -4,6 +4,7 @@
     python3 plan.py PLAN inputs       every input the bundles carry, one a line
     python3 plan.py PLAN purpose      package, cost, cpu or speed
     python3 plan.py PLAN build-dir    the plugin's build folder inside its source tree (ORT_BUILD_DIR)
+    python3 plan.py PLAN outputs      the recipe's outputs the run builds, one a line
 
 PLAN is bundle-1/plan.json. The standard library alone: run.sh reads the plan before any wheel is installed.
 """
@@ -165,7 +166,7 @@ def load(path: Path) -> Plan:
 
 # what run.sh asks the plan, by the command's name
 ANSWERS = {"inputs": lambda plan: "\n".join(plan.inputs), "purpose": lambda plan: plan.purpose,
-           "build-dir": lambda plan: plan.script_env["ORT_BUILD_DIR"]}
+           "build-dir": lambda plan: plan.script_env["ORT_BUILD_DIR"], "outputs": lambda plan: "\n".join(plan.outputs)}
 
 
 def main(argv: list[str]) -> int:

@@ -142,7 +142,7 @@ measure_cost() {
     # the source and build tree rattler-build keeps (package.py builds with keep_build), compiled in the build
     # script's environment, which rattler-build leaves beside them: outside it the stand-in nvcc cannot run
     # its host compiler ("Failed to preprocess host compiler properties", docs/gpu-runs/2026-12-03-packages.md)
-    source_dir="$(echo "${work}"/output/bld/rattler-build_onnxruntime-ep-cuda*/work)"
+    source_dir="$(echo "${work}"/output/bld/rattler-build_"$(plan_says outputs)"*/work)"
     # shellcheck disable=SC2016  # expanded by the step's own shell
     run_step measure $(( seconds + 300 )) bash -c 'source "$1/build_env.sh" && shift && exec python3 "$@"' measure \
         "${source_dir}" "${top}/repo/scripts/buildcost.py" measure \
@@ -150,11 +150,11 @@ measure_cost() {
         --out "${results}/measurements.json" --seconds "${seconds}" --jobs "$(nproc)"
 }
 
-# rattler-build, rattler and what scripts/ read their files with, from the bundles' wheels; zstd from Debian,
-# where the image lacks it
+# rattler-build, rattler and what scripts/ read their files with, from the bundles' rattler/ (pack.py's
+# RATTLER); zstd from Debian, where the image lacks it
 rattler_build_tools() {
     python3 -m pip install -q --no-index --no-deps --no-compile --target "${top}/site" \
-        "${stage}"/wheels/{py_rattler,py_rattler_build,pydantic,pydantic_core,annotated_types,typing_inspection}-*.whl
+        "${stage}"/rattler/*.whl
     if ! command -v zstd >/dev/null; then
         dpkg -x "${stage}"/debs/zstd_*.deb "${top}/zstd"
         export PATH="${top}/zstd/usr/bin:${PATH}"

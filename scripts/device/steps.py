@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from pathlib import Path
 
+from feedstock.inputs import load_config
 from feedstock.shipped_manifest import manifest_dir
 from plan import Job, Plan
 from recipe_code import RECIPE
@@ -28,7 +29,7 @@ from standins.resolve import variant_file
 from standins.sources import MIRROR_TREE_PATCHES, TREES, place_trees
 
 REPO = Path(__file__).resolve().parents[2]
-PLUGIN = "onnxruntime-ep-cuda"
+PLUGIN = load_config(REPO).outputs.plugin.name
 HERE = Path(__file__).resolve().parent
 
 

@@ -198,6 +198,14 @@ class Outputs(Model):
                for i in range(len(keys)) if names.index(names[i]) != i))
         return self
 
+    def key(self, name: str) -> OutputKey:
+        """Which output the package `name` is (a -novec twin is its output's): the scripts that handle one output
+        differently from the others ask this rather than spell the package names the config already holds."""
+        for key in OUTPUT_KEYS:
+            if name in getattr(self, key).model_dump(include={"name", "novec_name"}).values():
+                return key
+        raise KeyError(f"no output of {CONFIG} is called {name!r}")
+
 
 class Platform(Model):
     cuda: bool = True

@@ -32,6 +32,7 @@ import yaml
 
 from bootstrap import cache_lock
 from feedstock.architectures import NVCC_RELEASES
+from feedstock.inputs import load_config
 from standins import StandinError
 from standins.channel import STANDINS, Roots, Standin, load_standins
 from standins.downloads import (BUILD_MACHINE_WHEELS, BUILD_PLATFORM, PLATFORMS, debian_packages, debian_unpacked,
@@ -284,6 +285,7 @@ def recipe_copy(recipe_dir: Path, work: Path, src: Path, mirror: Path, outputs: 
     lines += [f'set(FETCHCONTENT_SOURCE_DIR_{name} "$ENV{{SRC_DIR}}/{folder}" CACHE PATH "" FORCE)'
               for name, folder in (trees or {}).items()]
     toolchain.write_text("\n".join(lines) + "\n")
+    plugin = load_config(recipe_dir.parent).outputs.plugin.name
     for output in recipe["outputs"]:
         if output["package"]["name"] not in outputs:
             continue
@@ -295,7 +297,7 @@ def recipe_copy(recipe_dir: Path, work: Path, src: Path, mirror: Path, outputs: 
             # the script stops at its build step: the package is empty, so its tests go
             env["REHEARSAL_TARGETS_FILE"] = str(work / "build_targets.txt")
             output.pop("tests", None)
-        if cuda is not None and output["package"]["name"] == "onnxruntime-ep-cuda":
+        if cuda is not None and output["package"]["name"] == plugin:
             output["build"]["skip"] = [f'cuda_compiler_version != "{cuda}"']
     text = yaml.safe_dump(recipe, sort_keys=False, width=120)
     (target / "recipe.yaml").write_text(text)

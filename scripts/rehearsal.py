@@ -49,10 +49,10 @@ DEPENDENCIES: dict[OutputKey, tuple[str, ...]] = {"plugin": (*_EVERY_BUILD, "cud
 PLATFORM_DEPENDENCIES = {"linux-aarch64": ("kleidiai",)}
 
 
-def dependencies(output: OutputKey, platform: str = BUILD_PLATFORM) -> tuple[str, ...]:
+def dependencies(key: OutputKey, platform: str = BUILD_PLATFORM) -> tuple[str, ...]:
     """The deps.txt entries the output's configure takes on the platform. A cross build fetches no
     test-only ones: its unit tests would have to run on the build machine (build_cpp.py turns them off)."""
-    taken = (*DEPENDENCIES[output], *PLATFORM_DEPENDENCIES.get(platform, ()))
+    taken = (*DEPENDENCIES[key], *PLATFORM_DEPENDENCIES.get(platform, ()))
     return taken if platform == BUILD_PLATFORM else tuple(d for d in taken if d not in TEST_ONLY_DEPENDENCIES)
 # How ORT's own sources include each dependency its CMake fetches: an object that includes one needs it
 DEPENDENCY_INCLUDES = {
@@ -150,7 +150,7 @@ def own_code_size(source: Path, src: Path, read: dict[Path, tuple[int, list[Path
     return sum(read[path][0] for path in seen)
 
 
-def choose_sample(output: OutputKey, src: Path, compiles: list[dict[str, str]], architectures: list[str] = (),
+def choose_sample(key: OutputKey, src: Path, compiles: list[dict[str, str]], architectures: list[str] = (),
                   newest: str = "") -> list[Sampled]:
     """The fewest of ORT's own objects that between them include every dependency (CPU outputs), or a
     CUDA-header host file, a cuDNN-frontend host file, one plain `.cu` at the list's first architecture and at each of
@@ -159,7 +159,7 @@ def choose_sample(output: OutputKey, src: Path, compiles: list[dict[str, str]], 
     read: dict[Path, tuple[int, list[Path]]] = {}
     own = sorted((e for e in compiles if Path(e["file"]).resolve().is_relative_to(src / "onnxruntime")
                   and "/test/" not in e["file"]), key=lambda e: own_code_size(Path(e["file"]).resolve(), src, read))
-    if output == "plugin":
+    if key == "plugin":
         chosen = []
         kinds = [
             ("a host .cc that includes the CUDA headers (cuda_pch.h: cuda, cuBLAS, cuRAND, cuFFT)",
@@ -186,7 +186,7 @@ def choose_sample(output: OutputKey, src: Path, compiles: list[dict[str, str]], 
         return chosen
     # the core objects are the C++ library's too: what only the Python build adds is its bindings
     python_only = {"dlpack", "pybind11"}
-    wanted = python_only if output == "python" else set(DEPENDENCY_INCLUDES) - python_only
+    wanted = python_only if key == "python" else set(DEPENDENCY_INCLUDES) - python_only
     covers = {e["output"]: {d for d in wanted if _includes(Path(e["file"]), DEPENDENCY_INCLUDES[d])} for e in own}
     chosen, left = [], set(wanted)
     while left:

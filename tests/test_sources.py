@@ -193,10 +193,14 @@ def test_rehearse_without_sources_exits_2_with_the_reason_in_one_line(tmp_path: 
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["onnxruntime-gpu"], "rehearse: no output of config/feedstock.yaml is called 'onnxruntime-gpu'\n"),
+    (["onnxruntime-gpu"], "rehearse: config/feedstock.yaml: no output is called 'onnxruntime-gpu' (outputs.*.name: "
+                          f"{CONFIG.outputs.plugin.name}, {CONFIG.outputs.cpp.name}, {CONFIG.outputs.python.name})\n"),
+    # a -novec twin differs from its output in one CMake switch alone, and has jobs of its own
+    ([CONFIG.outputs.cpp.novec_name], f"rehearse: config/feedstock.yaml: no output is called "
+                                      f"'{CONFIG.outputs.cpp.novec_name}'"),
     ([CONFIG.outputs.plugin.name], f"rehearse: --cuda is required for {CONFIG.outputs.plugin.name} "),
-    ([CONFIG.outputs.cpp.novec_name, "--cuda", "13.4"], "rehearse: --cuda is required for "),
-], ids=["unknown", "plugin-without-cuda", "cpu-with-cuda"])
+    ([CONFIG.outputs.cpp.name, "--cuda", "13.4"], "rehearse: --cuda is required for "),
+], ids=["unknown", "novec", "plugin-without-cuda", "cpu-with-cuda"])
 def test_rehearse_takes_the_outputs_by_their_names_in_the_config(args: list[str], message: str, tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(REPO / "scripts" / "rehearse.py"), *args, "--workdir", str(tmp_path)],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL)

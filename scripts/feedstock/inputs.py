@@ -199,12 +199,12 @@ class Outputs(Model):
         return self
 
     def key(self, name: str) -> OutputKey:
-        """Which output the package `name` is (a -novec twin is its output's): the scripts that handle one output
+        """Which output is called `name` (its `name`, not a -novec twin's): the scripts that handle one output
         differently from the others ask this rather than spell the package names the config already holds."""
-        for key in OUTPUT_KEYS:
-            if name in getattr(self, key).model_dump(include={"name", "novec_name"}).values():
-                return key
-        raise KeyError(f"no output of {CONFIG} is called {name!r}")
+        keys = {getattr(self, key).name: key for key in OUTPUT_KEYS}
+        if name not in keys:
+            raise KeyError(f"{CONFIG}: no output is called {name!r} (outputs.*.name: {', '.join(keys)})")
+        return keys[name]
 
 
 class Platform(Model):

@@ -122,8 +122,9 @@ def run_sh(*args: str | Path) -> subprocess.CompletedProcess[str]:
                           stdin=subprocess.DEVNULL, timeout=300)
 
 
-@pytest.mark.parametrize("args", [[], ["/env"], ["/env", "model.onnx", "extra"]], ids=len)
-def test_run_sh_without_a_prefix_and_a_model_gets_the_usage_and_exit_2(args: list[str]) -> None:
+@pytest.mark.parametrize("args", [[], ["/env"], ["/env", "model.onnx"], ["/env", "m.json", "model.onnx", "extra"]],
+                         ids=len)
+def test_run_sh_without_a_prefix_a_manifest_and_a_model_gets_the_usage_and_exit_2(args: list[str]) -> None:
     result = run_sh(*args)
 
     assert result.returncode == 2
@@ -134,16 +135,16 @@ def test_run_sh_refuses_a_prefix_without_the_plugins_manifest(tmp_path: Path) ->
     model = tmp_path / "model.onnx"
     model.write_bytes(b"")
 
-    result = run_sh(tmp_path / "env", model)
+    result = run_sh(tmp_path / "env", tmp_path / "env" / MANIFEST_IN_PREFIX, model)
 
     assert result.returncode == 1
     assert f"FAILED: {tmp_path / 'env' / MANIFEST_IN_PREFIX} does not exist" in result.stderr
 
 
 def test_run_sh_refuses_a_missing_model(tmp_path: Path) -> None:
-    install_manifest(tmp_path / "env", json.loads(MANIFEST.read_text()))
+    manifest = install_manifest(tmp_path / "env", json.loads(MANIFEST.read_text()))
 
-    result = run_sh(tmp_path / "env", tmp_path / "model.onnx")
+    result = run_sh(tmp_path / "env", manifest, tmp_path / "model.onnx")
 
     assert result.returncode == 1
     assert f"FAILED: {tmp_path / 'model.onnx'} does not exist" in result.stderr
@@ -153,11 +154,11 @@ def test_run_sh_fails_when_the_prefix_has_no_onnxruntime_cmake_package(tmp_path:
     """The build's failure is run.sh's exit status, with CMake's reason."""
     if not (shutil.which("c++") and shutil.which("cmake") and shutil.which("ninja")):
         pytest.skip("needs a C++ compiler, cmake and ninja")
-    install_manifest(tmp_path / "env", json.loads(MANIFEST.read_text()))
+    manifest = install_manifest(tmp_path / "env", json.loads(MANIFEST.read_text()))
     model = tmp_path / "model.onnx"
     model.write_bytes(b"")
 
-    result = run_sh(tmp_path / "env", model)
+    result = run_sh(tmp_path / "env", manifest, model)
 
     assert result.returncode != 0
     assert "onnxruntimeConfig.cmake" in result.stderr

@@ -75,7 +75,8 @@ WHEEL_TAGS = ["--python-version", MACHINE_PYTHON, "--implementation", "cp", "--p
 
 # What run.sh installs from PyPI, from the bundles' rattler/ folder, before the Python steps run: rattler-build
 # and rattler (py-rattler-build, py-rattler) and what the scripts read their files with, at the versions this
-# machine's own scripts and tests run (scripts/requirements.txt, and what pydantic needs). The stand-in channel
+# machine's own scripts and tests run (scripts/requirements.txt, and what pydantic needs but typing-extensions,
+# which the machine's image has). The stand-in channel
 # takes CMake, ninja and packages besides the image's own from wheels/ (TOOL_WHEELS, and the plan's cores).
 RATTLER = [f"{name}=={importlib.metadata.version(name)}" for name in
            ("py-rattler-build", "py-rattler", "pydantic", "pydantic-core", "annotated-types", "typing-inspection")]

@@ -54,6 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 
+from feedstock.shipped_manifest import manifest_path
 from pieces import join
 from speed import CHAIN_FILE
 from plan import Plan, SuiteRun, load, package_name
@@ -134,6 +135,7 @@ def cpu(run: Run) -> None:
         tools = ":".join(str(Path(run.roots[k]).parent) for k in ("cmake", "ninja", "gxx"))
         return {"user-python": status,
                 "user-cpp": run_in(prefix, ["bash", str(HERE / "consumer" / "run.sh"), str(prefix),
+                                            str(prefix / manifest_path(PLUGIN, "unix")),
                                             str(run.results_dir / "model.onnx")],
                                    run.results_dir / "user-cpp.log", extra_path=tools)}
 

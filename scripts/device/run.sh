@@ -35,7 +35,7 @@ note() {
     echo "$(date -u +%H:%M:%S) $*" | tee -a "${results}/progress.txt"
 }
 
-# what the plan says (plan.py's command line): its inputs, its purpose, the plugin's build folder
+# what the plan says (plan.py's command line): its inputs, its purpose, the plugin's build folder, the outputs built
 plan_says() {
     python3 "${here}/plan.py" "${plan}" "$1"
 }
@@ -142,7 +142,8 @@ measure_cost() {
     # the source and build tree rattler-build keeps (package.py builds with keep_build), compiled in the build
     # script's environment, which rattler-build leaves beside them: outside it the stand-in nvcc cannot run
     # its host compiler ("Failed to preprocess host compiler properties", docs/gpu-runs/2026-12-03-packages.md)
-    source_dir="$(echo "${work}"/output/bld/rattler-build_"$(plan_says outputs)"*/work)"
+    # (a cost run builds one output, the plugin; package.py builds with no_build_id, so the folder is named after it)
+    source_dir="${work}/output/bld/rattler-build_$(plan_says outputs)/work"
     # shellcheck disable=SC2016  # expanded by the step's own shell
     run_step measure $(( seconds + 300 )) bash -c 'source "$1/build_env.sh" && shift && exec python3 "$@"' measure \
         "${source_dir}" "${top}/repo/scripts/buildcost.py" measure \

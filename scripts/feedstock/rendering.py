@@ -16,7 +16,7 @@ from .ci_support import CiJob
 from .errors import InputError
 from .inputs import OUTPUT_KEYS, RECIPE, BotFields, Config
 from .reader import version_tuple
-from .shipped_manifest import MANIFEST_VERSION, manifest_dir
+from .shipped_manifest import MANIFEST_VERSION, manifest_dir, manifest_path
 
 COMMAND = "python3 scripts/render.py"
 TEMPLATES = Path(__file__).parent / "templates"
@@ -170,10 +170,6 @@ def plugin_manifest(config: Config, family: str) -> str:
     return json.dumps(manifest, indent=2) + "\n"
 
 
-def manifest_path(config: Config, family: str) -> str:
-    return f"{manifest_dir(family)}/{config.outputs.plugin.name}.json"
-
-
 def render_recipe(config: Config, bot: BotFields) -> str:
     # each output as the template lays it out: the config's fields and the licence derived from what it links
     recipe_outputs = {}
@@ -181,8 +177,8 @@ def render_recipe(config: Config, bot: BotFields) -> str:
         expression, files = output_license(config, key)
         recipe_outputs[key] = {**getattr(config.outputs, key).model_dump(), "license": expression,
                                "license_files": files, "build_dir": BUILD_DIRS[key]}
-    recipe_outputs["plugin"]["manifest_unix"] = manifest_path(config, "unix")
-    recipe_outputs["plugin"]["manifest_win"] = manifest_path(config, "win")
+    recipe_outputs["plugin"]["manifest_unix"] = manifest_path(config.outputs.plugin.name, "unix")
+    recipe_outputs["plugin"]["manifest_win"] = manifest_path(config.outputs.plugin.name, "win")
     recipe_outputs["plugin"]["manifest_dir"] = {family: manifest_dir(family) for family in ("unix", "win")}
     top_expression = spdx_expression([part for key in OUTPUT_KEYS
                                       for part in recipe_outputs[key]["license"].split(" AND ")])

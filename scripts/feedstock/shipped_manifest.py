@@ -15,3 +15,8 @@ MANIFEST_VERSION: int = _RUNTIME.MANIFEST_VERSION
 def manifest_dir(family: str) -> str:
     """Where conda packages install manifests, relative to the prefix, for a `unix` or `win` platform."""
     return "/".join(_RUNTIME.manifest_folder(windows=family == "win"))
+
+
+def manifest_path(package: str, family: str) -> str:
+    """The manifest of the plugin package `package`, relative to the prefix, for a `unix` or `win` platform."""
+    return f"{manifest_dir(family)}/{package}.json"

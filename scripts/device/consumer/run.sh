@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# run.sh PREFIX MODEL
+# run.sh PREFIX MANIFEST MODEL
 # Builds run_plugin against the onnxruntime-cpp package in PREFIX, the way a user's CMake project would,
-# and runs it on MODEL with the CUDA plugin's manifest in PREFIX. Exits with the build's status when the
-# build fails, else with the program's (0: the plugin ran the model and matched the CPU EP).
+# and runs it on MODEL with the CUDA plugin's MANIFEST (the one the plugin package installs in PREFIX). Exits
+# with the build's status when the build fails, else with the program's (0: the plugin ran the model and
+# matched the CPU EP).
 set -euo pipefail
 
-if (( $# != 2 )); then
-    echo "usage: $0 PREFIX MODEL" >&2
+if (( $# != 3 )); then
+    echo "usage: $0 PREFIX MANIFEST MODEL" >&2
     exit 2
 fi
 prefix="$1"
-model="$2"
-manifest="${prefix}/share/onnxruntime/ep-plugins/onnxruntime-ep-cuda.json"
+manifest="$2"
+model="$3"
 # refused before the build, which would fail later and less clearly
 for input in "${manifest}" "${model}"; do
     if [[ ! -f "${input}" ]]; then

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from feedstock.inputs import load_config
-from feedstock.shipped_manifest import manifest_dir
+from feedstock.shipped_manifest import manifest_path
 from plan import Job, Plan
 from recipe_code import RECIPE
 from standins.channel import build_channel, standins
@@ -360,7 +360,7 @@ def installed(run: Run, channels: list[Path], specs: list[str], uses) -> Path:
 
 def plugin_manifest(prefix: Path) -> dict:
     """The manifest the plugin package installs (share/onnxruntime/ep-plugins/), which names its library."""
-    return json.loads(next((prefix / manifest_dir("unix")).glob("*.json")).read_text())
+    return json.loads((prefix / manifest_path(PLUGIN, "unix")).read_text())
 
 
 def user_check(prefix: Path, results_dir: Path) -> int:

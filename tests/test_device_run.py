@@ -513,6 +513,20 @@ def test_a_speed_run_builds_the_plugin_with_the_patches_it_carries_after_the_rec
         f"- patch `{patch.name}`, on top of the recipe's: measured here, not in the recipe"]
 
 
+def test_a_speed_run_without_an_earlier_core_measures_the_plugin_in_pypis_core_of_the_compared_version() -> None:
+    """pack.py --speed alone: the stand-in channel carries PyPI's onnxruntime of the recipe's version, the one the
+    compared wheel is, and the stand-ins of the run's jobs offer it to the user's environment."""
+    plan = pack.build_plan(REPO, "speed")
+    assert plan.core is None
+    assert plan.cores.newest == plan.version and plan.compare.requirement.endswith(f"=={plan.version}")
+    run = steps.Run(plan, Path("stage"), Path("work"), Path("results"), toolkit=Path("toolkit"), cuda="13.0",
+                    python="3.12")
+    values = {"min_core_version": plan.cores.floor, "newest_core_version": plan.cores.newest}
+    offered = {s.version for job in plan.jobs for s in standins([REPO / job.file], values, overrides=run.variant(job))
+               if s.name == "onnxruntime"}
+    assert offered == {plan.cores.floor, plan.version}
+
+
 @pytest.mark.parametrize("arguments", [["--patch", "p.patch"], ["--cpu", "--patch", "p.patch"],
                                        ["--speed", "--core", "x.conda", "--package", "y.conda", "--patch", "p.patch"]],
                          ids=["package", "cpu", "speed-of-a-built-plugin"])

@@ -4,7 +4,7 @@
     python3 scripts/device/pack.py [--mirror DIR] [--dest DIR] [--package PLUGIN] [--core ORT]
     python3 scripts/device/pack.py --cost [--mirror DIR] [--dest DIR]
     python3 scripts/device/pack.py --cpu [--novec] [--mirror DIR] [--dest DIR] [--package PLUGIN]
-    python3 scripts/device/pack.py --speed --core ORT [--mirror DIR] [--dest DIR] [--package PLUGIN | --patch P ...]
+    python3 scripts/device/pack.py --speed [--core ORT] [--mirror DIR] [--dest DIR] [--package PLUGIN | --patch P ...]
 
 The GPU machine has no network, and one call carries at most 64 MiB: the checkout plus the folders named in
 `carry`. The sources, from a mirror folder laid out as scripts/standins/sources.py describes (ONNX Runtime's
@@ -22,8 +22,9 @@ packages instead (`onnxruntime-cpp`, and `onnxruntime` for the machine's Python;
 and with --package a user's environment of them and that plugin package after they are built
 (docs/gpu-machine.md, "The CPU packages on the GPU machine"). With --speed it plans the speed comparison: the
 plugin built with SASS for the machine's GPU (`SPEED_PLUGIN_OVERRIDES`; with --package, that earlier run's
-plugin instead), in a user's environment with the onnxruntime package an earlier run built (--core), measured
-against onnxruntime-gpu's wheel of the same version, which travels in pieces (pieces.py; docs/gpu-machine.md,
+plugin instead), in a user's environment with the onnxruntime package an earlier run built (--core; without it,
+a stand-in made of PyPI's onnxruntime wheel of the recipe's version), measured against onnxruntime-gpu's wheel
+of the same version, which travels in pieces (pieces.py; docs/gpu-machine.md,
 "How fast the plugin is measured"). Exit 0 when the bundles are written, 2 when an input is missing.
 """
 
@@ -201,8 +202,9 @@ def build_plan(feedstock: Path, purpose: Purpose = "package", package: str | Non
     suite; `cost` (scripts/buildcost.py): the plugin with the recipe's own settings; `cpu`: the CPU packages of
     the CPU job (`novec`: the -novec one's), whose user's environment takes its CUDA libraries from the CUDA job's
     stand-ins; `speed`: the plugin with the speed overrides (or `package`), untested (the package run tests the
-    plugin), in the environment of `core`, and the wheel it is compared with, with `patches` of ONNX Runtime's
-    source (their paths in the bundles) on top of the recipe's."""
+    plugin), in the environment of `core` (without it, of the stand-in core of the recipe's version, PyPI's
+    wheel), and the wheel it is compared with, with `patches` of ONNX Runtime's source (their paths in the
+    bundles) on top of the recipe's."""
     cuda = newest_cuda(load_jobs(feedstock), "linux-64")
     try:
         recipe, _ = evaluate(feedstock, PLUGIN, cuda, None)
@@ -226,7 +228,10 @@ def build_plan(feedstock: Path, purpose: Purpose = "package", package: str | Non
     # an earlier run's plugin is tested or measured instead of built: no setting of this run's differs
     built = {"outputs": (), "overrides": Overrides()} if package else {"outputs": (PLUGIN,)}
     if purpose == "speed":
-        return Plan(purpose, version, (cuda_job, cpu_job), script_env=script_env,
+        # without `core`, the stand-in channel carries PyPI's core of the recipe's version as the newest, so that
+        # the plugin is measured in the core that the compared wheel's CUDA EP is built into
+        stand_in = {"cores": Cores(script_env["ORT_MIN_CORE_VERSION"], version)} if core is None else {}
+        return Plan(purpose, version, (cuda_job, cpu_job), script_env=script_env, **stand_in,
                     compare=Compared(f"{COMPARED}=={version}"), **({"overrides": SPEED_PLUGIN_OVERRIDES} | built),
                     patches=patches, **earlier)
     cores = Cores(script_env["ORT_MIN_CORE_VERSION"], NEWEST_CORE)
@@ -350,7 +355,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--core", type=Path,
                         help="this feedstock's onnxruntime or onnxruntime-novec package an earlier run built "
                              "(.cache/device/): with "
-                             "--speed, the environment the plugin is measured in; else one more core upstream's "
+                             "--speed, the environment the plugin is measured in (default: PyPI's onnxruntime of the "
+                             "recipe's version, as a stand-in); else one more core upstream's "
                              "operator suite runs the plugin with")
     purpose = parser.add_mutually_exclusive_group()
     purpose.add_argument("--cost", action="store_const", dest="purpose", const="cost", default="package",
@@ -369,9 +375,6 @@ def main(argv: list[str]) -> int:
     if args.core is not None and args.purpose not in ("speed", "package"):
         parser.error("--core names the onnxruntime package a speed run measures the plugin with, or the package run "
                      "runs upstream's operator suite with: it goes with --speed or no purpose")
-    if args.purpose == "speed" and args.core is None:
-        parser.error("--speed measures the plugin in the environment of an onnxruntime package an earlier run built: "
-                     "name it with --core")
     if args.novec and args.purpose != "cpu":
         parser.error("--novec builds the -novec CPU packages: it goes with --cpu")
     if args.patch and (args.purpose != "speed" or args.package is not None):

@@ -29,7 +29,8 @@ Run on the GPU machine by run.sh, from the bundles pack.py wrote (STAGE: their c
      and a C++ program built against the CPU C++ package's CMake package registers it from its manifest and
      runs it too (consumer/);
    - speed, with the plugin built here or the plan's `package`, and the plan's `core` (this feedstock's
-     onnxruntime or onnxruntime-novec) from an earlier run: that core, `onnxruntime-ep-cuda onnx`, user_check.py
+     onnxruntime or onnxruntime-novec) from an earlier run, or else the stand-in core of the recipe's version (the
+     plan's newest core, PyPI's wheel): that core, `onnxruntime-ep-cuda onnx`, user_check.py
      as above, then speed.py's models measured in that environment and with the compared wheel (the plan's
      `compare`, carried in pieces) beside the machine's Python: a round of both, then each at batch 1 with CUDA
      graphs and with ONNX Runtime's profiler, its chain of Adds in nsys (where the machine has it) and sampled by
@@ -144,9 +145,14 @@ def cpu(run: Run) -> None:
 
 def speed(run: Run) -> None:
     """`speed`: the plugin, untested (the package run tests it), in the environment of this feedstock's
-    onnxruntime from an earlier run, measured against the compared wheel."""
+    onnxruntime from an earlier run, or of the stand-in core of the recipe's version, measured against the
+    compared wheel."""
     _, channel = plugin_package(run)
-    prefix = installed(run, [channel, run.earlier("core")], [package_name(run.plan.core)],
+    if run.plan.core is None:
+        channels, core = [channel], f"onnxruntime =={run.plan.cores.newest}"
+    else:
+        channels, core = [channel, run.earlier("core")], package_name(run.plan.core)
+    prefix = installed(run, channels, [core],
                        lambda prefix, _manifest: {"user-python": user_check(prefix, run.results_dir)})
     with run.step("speed") as record:
         record |= compare_speed(prefix, run)

@@ -55,7 +55,8 @@ class Job:
 
 @dataclass(frozen=True)
 class Cores:
-    """The PyPI cores the stand-in channel carries as `onnxruntime`: the plugin's floor and the newest."""
+    """The PyPI cores the stand-in channel carries as `onnxruntime`: the plugin's floor and the newest (for a speed
+    run without an earlier run's core, the recipe's version: the core it measures the plugin in)."""
 
     floor: str
     newest: str

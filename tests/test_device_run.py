@@ -35,6 +35,7 @@ from standins.downloads import BUILD_PLATFORM
 from standins.environment import TOOL_WHEELS, machine_roots
 from standins.evaluate import evaluate
 from standins.resolve import render_with_solve, variant_file
+from feedstock.shipped_manifest import manifest_path
 from standins.sources import MIRROR_TREE_PATCHES, mirror_folder
 from support import upstream_source
 from support.pyenvs import core_env, run
@@ -883,12 +884,18 @@ def test_a_speed_run_measures_graphs_profiles_nsys_and_samples_after_its_first_r
     with zipfile.ZipFile(run.stage / "profiler" / "py_spy-0.4.3-py2.py3-none-manylinux1_x86_64.whl", "w") as archive:
         archive.writestr("py_spy-0.4.3.data/scripts/py-spy", "")
     plan.write(run.stage / "plan.json")
-    clock, deadline, calls, summed = [0.0], 1500.0, [], []
+    # the plugin's manifest in the user's environment, whose library the plugin's side registers
+    manifest = tmp_path / "env" / manifest_path(steps.PLUGIN, "unix")
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"library": "lib/libplugin.so"}))
+    clock, deadline, calls, summed, registered = [0.0], 1500.0, [], [], {}
 
     def command(prefix: Path, argv: list[str], log: Path, limit: int = 600, **_) -> int:
         assert limit <= max(1, deadline - clock[0] - package.WRITE_UP_S)
         kind = next(a for a in argv if a in ("export", "record", "measure", "table", "profile", "stats", "hot"))
         calls.append(f"{kind} {log.stem}")
+        if kind in ("measure", "record", "profile"):
+            registered[log.stem] = argv[argv.index("--library") + 1] if "--library" in argv else None
         if kind == "hot":
             summed.append(Path(argv[-1]).name)
         for option in ("--out", "--output"):
@@ -918,6 +925,9 @@ def test_a_speed_run_measures_graphs_profiles_nsys_and_samples_after_its_first_r
         "speed-plugin-graph", "speed-compared-graph", "speed-plugin-chain-nsys", "speed-plugin-chain-stats",
         "speed-compared-chain-nsys", "speed-compared-chain-stats", "speed-plugin-chain-py-spy",
         "speed-plugin-chain-hot", "speed-compared-chain-py-spy", "speed-compared-chain-hot"}
+    # the plugin's side registers the manifest's library where its core has not, onnxruntime-gpu's side nothing
+    assert registered == {name: str(tmp_path / "env" / "lib" / "libplugin.so") if "plugin" in name else None
+                          for name in registered} and len(registered) == 10
     # each side's samples summed at its first round's median, which no sampler slowed
     assert set(record["hot"]) == {"speed-plugin", "speed-compared"}
     assert summed == ["speed-plugin-1.json", "speed-compared-1.json"]

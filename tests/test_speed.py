@@ -14,6 +14,7 @@ import speed
 from conftest import FLOOR_CORE_VERSION, REPO
 from cores import NEWEST_CORE
 from support.pyenvs import core_env, run
+from support.wheels import GGML, linux_library
 
 SPEED = REPO / "scripts" / "device" / "speed.py"
 
@@ -88,6 +89,23 @@ def test_an_ep_the_core_lacks_fails_the_measurement_and_says_why(cores: dict[str
     assert done.returncode == 1
     (case,) = json.loads((tmp_path / "out.json").read_text())["cases"]
     assert case["error"].startswith("exit 1:") and "CUDAExecutionProvider" in case["error"], case
+
+
+def test_a_plugin_the_core_has_not_registered_is_registered_from_library(cores: dict[str, Path],
+                                                                           tmp_path: Path) -> None:
+    """measure --library, as the GPU machine measures the plugin in PyPI's core, which has no hook that registers
+    it: here the real ggml plugin EP from PyPI, which runs on the CPU, in the newest core."""
+    models = tmp_path / "models"
+    models.mkdir()
+    assert run(cores["newest"], "-c", MODEL, str(models / "tiny.onnx")).returncode == 0
+    unregistered = measure(cores["newest"], "ggml", models, tmp_path / "none.json", "--ep", GGML.ep_name,
+                           "--batches", "1")
+    assert unregistered.returncode == 1 and "this core has no such EP" in unregistered.stdout
+    done = measure(cores["newest"], "ggml", models, tmp_path / "ggml.json", "--ep", GGML.ep_name, "--batches", "1",
+                   "--library", str(linux_library(GGML)))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (case,) = json.loads((tmp_path / "ggml.json").read_text())["cases"]
+    assert case["providers"][0] == GGML.ep_name and GGML.ep_name in case["operators"], case
 
 
 def test_the_table_takes_each_cases_median_over_a_sides_rounds(cores: dict[str, Path], tmp_path: Path) -> None:

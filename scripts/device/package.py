@@ -152,8 +152,10 @@ def speed(run: Run) -> None:
         channels, core = [channel], f"onnxruntime =={run.plan.cores.newest}"
     else:
         channels, core = [channel, run.earlier("core")], package_name(run.plan.core)
-    prefix = installed(run, channels, [core],
-                       lambda prefix, _manifest: {"user-python": user_check(prefix, run.results_dir)})
+    # user_check.py asks `import onnxruntime` to register the plugin, which PyPI's core does not: the speed step
+    # registers it by the manifest's library instead
+    prefix = installed(run, channels, [core], lambda prefix, _manifest: (
+        {} if run.plan.core is None else {"user-python": user_check(prefix, run.results_dir)}))
     with run.step("speed") as record:
         record |= compare_speed(prefix, run)
 
@@ -339,7 +341,8 @@ def compare_speed(prefix: Path, run: Run) -> dict:
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(site)
     measured, models = [sys.executable, str(HERE / "speed.py")], work / "models"
-    sides = {"speed-plugin": ["--python", str(prefix / "bin" / "python"), "--label", PLUGIN],
+    sides = {"speed-plugin": ["--python", str(prefix / "bin" / "python"), "--label", PLUGIN,
+                              "--library", str(prefix / plugin_manifest(prefix)["library"])],
              "speed-compared": ["--python", sys.executable, "--path", str(site), "--preload",
                                 "--label", wheel.name.split("-")[0].replace("_", "-")]}
 

@@ -3,7 +3,7 @@
 
     python3 speed.py export DIR
     python3 speed.py measure --python PY --label LABEL --models DIR --out FILE [--path P] [--preload] [--ep EP]
-                             [--batches 1 8] [--warmup N] [--runs N] [--profile | --cuda-graph]
+                             [--library LIB] [--batches 1 8] [--warmup N] [--runs N] [--profile | --cuda-graph]
     python3 speed.py table --plugin FILE [FILE ...] --other FILE [FILE ...] [--profiles FILE FILE]
     python3 speed.py hot SAMPLES RESULT
 
@@ -14,7 +14,9 @@ alone, a chain of CHAIN_NODES Adds on 64 floats a row, whose time is the EP's co
 rather than any kernel's. `measure` runs every model at each
 batch size in a fresh process of the interpreter PY (with `--path` put on its PYTHONPATH, for a wheel
 unpacked beside the environment; `--preload`: that build loads the CUDA libraries of the interpreter's
-NVIDIA wheels first, with its `preload_dlls`, as onnxruntime-gpu's users do): the session's creation time,
+NVIDIA wheels first, with its `preload_dlls`, as onnxruntime-gpu's users do; `--library`: the plugin library
+registered under EP where the core has not registered it already, as a core without this feedstock's hook
+needs): the session's creation time,
 then WARMUP runs, then RUNS timed runs (median and p90), the operators of the optimized graph's nodes each EP
 took (`domain:op_type`, with their count), and the process's peak GPU memory as nvidia-smi reports it (none
 where there is no nvidia-smi). Both sides get the same session options: the defaults, with `providers=[EP]`
@@ -178,7 +180,7 @@ def bound(session, model: Path, ep: str, inputs: dict):
 
 
 def one(model: Path, batch: int, ep: str, warmup: int, runs: int, preload: bool, profile: bool,
-        graph: bool = False) -> dict:
+        graph: bool = False, library: str = "") -> dict:
     """One model at one batch size in this process: what `measure` records."""
     import tempfile
 
@@ -186,6 +188,8 @@ def one(model: Path, batch: int, ep: str, warmup: int, runs: int, preload: bool,
 
     if preload:
         ort.preload_dlls()
+    if library and not any(device.ep_name == ep for device in ort.get_ep_devices()):
+        ort.register_execution_provider_library(ep, library)
     options = ort.SessionOptions()
     options.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
     if profile:
@@ -257,7 +261,7 @@ def measure(args: argparse.Namespace) -> int:
     for model in sorted(args.models.glob("*.onnx")):
         for batch in args.batches:
             command = [args.python, __file__, "one", str(model), str(batch), args.ep, str(args.warmup), str(args.runs),
-                       str(int(args.preload)), str(int(args.profile)), str(int(args.cuda_graph))]
+                       str(int(args.preload)), str(int(args.profile)), str(int(args.cuda_graph)), args.library]
             child = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
             memory = PeakMemory(child.pid)
@@ -428,9 +432,9 @@ def hot(samples: Path, result: dict, top: int = 15) -> str:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["one"]:
-        model, batch, ep, warmup, runs, preload, profile, graph = argv[1:]
+        model, batch, ep, warmup, runs, preload, profile, graph, library = argv[1:]
         print(json.dumps(one(Path(model), int(batch), ep, int(warmup), int(runs), preload == "1", profile == "1",
-                             graph == "1")))
+                             graph == "1", library)))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     verbs = parser.add_subparsers(dest="verb", required=True)
@@ -443,6 +447,7 @@ def main(argv: list[str]) -> int:
     run.add_argument("--path", default="")
     run.add_argument("--preload", action="store_true")
     run.add_argument("--ep", default="CUDAExecutionProvider")
+    run.add_argument("--library", default="")
     run.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     run.add_argument("--warmup", type=int, default=100)
     run.add_argument("--runs", type=int, default=1000)

@@ -528,6 +528,37 @@ def test_a_speed_run_without_an_earlier_core_measures_the_plugin_in_pypis_core_o
     assert offered == {plan.cores.floor, plan.version}
 
 
+@pytest.mark.parametrize("core", [None, "packages/onnxruntime-novec-1.30.0-py312h0_0_cpu.conda"],
+                         ids=["pypi-core", "feedstock-core"])
+def test_the_speed_step_installs_the_plans_core_and_asks_its_hook_only_of_this_feedstocks(
+        core: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """package.speed, whose install and measurement need the GPU machine: PyPI's core of the recipe's version from
+    the stand-in channel, without user_check.py (that core has no hook that registers the plugin), or an earlier
+    run's core from its own channel, with it."""
+    plan = pack.build_plan(REPO, "speed", core=core)
+    run = steps.Run(plan, tmp_path / "stage", tmp_path / "work", tmp_path / "results", toolkit=tmp_path / "toolkit",
+                    cuda="13.0", python="3.12")
+    run.results_dir.mkdir(parents=True)
+    plugin_channel, earlier, asked = tmp_path / "plugin-channel", tmp_path / "earlier-core", []
+    monkeypatch.setattr(package, "plugin_package", lambda _run: (None, plugin_channel))
+    monkeypatch.setattr(steps.Run, "earlier", lambda _self, key: earlier)
+    monkeypatch.setattr(package, "user_check", lambda prefix, _results: asked.append(prefix) or 0)
+    monkeypatch.setattr(package, "compare_speed", lambda prefix, _run: {"ok": True})
+
+    def installed(_run, channels: list[Path], specs: list[str], uses) -> Path:
+        installed.called = (channels, specs, uses(tmp_path / "env", {}))
+        return tmp_path / "env"
+
+    monkeypatch.setattr(package, "installed", installed)
+    package.speed(run)
+    channels, specs, runs = installed.called
+    if core is None:
+        assert (channels, specs, runs, asked) == ([plugin_channel], [f"onnxruntime =={plan.version}"], {}, [])
+    else:
+        assert (channels, specs) == ([plugin_channel, earlier], ["onnxruntime-novec"])
+        assert runs == {"user-python": 0} and asked == [tmp_path / "env"]
+
+
 @pytest.mark.parametrize("arguments", [["--patch", "p.patch"], ["--cpu", "--patch", "p.patch"],
                                        ["--speed", "--core", "x.conda", "--package", "y.conda", "--patch", "p.patch"]],
                          ids=["package", "cpu", "speed-of-a-built-plugin"])
@@ -888,7 +919,7 @@ def test_a_speed_run_measures_graphs_profiles_nsys_and_samples_after_its_first_r
     manifest = tmp_path / "env" / manifest_path(steps.PLUGIN, "unix")
     manifest.parent.mkdir(parents=True)
     manifest.write_text(json.dumps({"library": "lib/libplugin.so"}))
-    clock, deadline, calls, summed, registered = [0.0], 1500.0, [], [], {}
+    clock, deadline, calls, summed, registered, sampled_out = [0.0], 1500.0, [], [], {}, ["{}"]
 
     def command(prefix: Path, argv: list[str], log: Path, limit: int = 600, **_) -> int:
         assert limit <= max(1, deadline - clock[0] - package.WRITE_UP_S)
@@ -900,7 +931,7 @@ def test_a_speed_run_measures_graphs_profiles_nsys_and_samples_after_its_first_r
             summed.append(Path(argv[-1]).name)
         for option in ("--out", "--output"):
             if option in argv:
-                Path(argv[argv.index(option) + 1]).write_text("{}")
+                Path(argv[argv.index(option) + 1]).write_text(sampled_out[0] if kind == "record" else "{}")
         log.write_text(f"{kind} ran\n")
         clock[0] += 100
         return 0
@@ -950,6 +981,16 @@ def test_a_speed_run_measures_graphs_profiles_nsys_and_samples_after_its_first_r
     assert "ValueError" in (run.results_dir / "chain-py-spy.log").read_text()
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.writestr("py_spy-0.4.3.data/scripts/py-spy", "")
+
+    # py-spy exits 0 when the sampled case fails or overruns: its `measure` result says so, and that is a finding
+    assert {name: record["findings"][name] for name in record["findings"] if name.endswith("-py-spy")} == {
+        "speed-plugin-chain-py-spy": 0, "speed-compared-chain-py-spy": 0}
+    sampled_out[0] = json.dumps({"cases": [{"model": "add-chain-500", "error": "exit -9: (stopped after 60 s)"}]})
+    clock[0] = 0.0
+    overran = package.compare_speed(tmp_path / "env", run)
+    assert overran["ok"] and overran["findings"]["speed-compared-chain-py-spy"] == 1
+    assert overran["findings"]["speed-plugin-chain-py-spy"] == 1
+    sampled_out[0] = "{}"
 
     calls.clear()
     clock[0], deadline = 0.0, 2400.0

@@ -366,8 +366,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--novec", action="store_true",
                         help="with --cpu: the -novec CPU packages (onnxruntime_DONT_VECTORIZE), of the -novec CPU job")
     purpose.add_argument("--speed", action="store_const", dest="purpose", const="speed",
-                         help=f"the speed comparison: the plugin (built, or --package) in --core's environment against "
-                              f"{COMPARED}")
+                         help=f"the speed comparison: the plugin (built, or --package) in --core's environment (or "
+                              f"PyPI's core of the recipe's version) against {COMPARED}")
     parser.add_argument("--patch", type=Path, action="append", default=[],
                         help="with --speed: a patch of ONNX Runtime's source that the plugin is built with, on top of "
                              "the recipe's, to measure it before it goes into config/feedstock.yaml (repeatable)")

@@ -30,9 +30,10 @@ Run on the GPU machine by run.sh, from the bundles pack.py wrote (STAGE: their c
      runs it too (consumer/);
    - speed, with the plugin built here or the plan's `package`, and the plan's `core` (this feedstock's
      onnxruntime or onnxruntime-novec) from an earlier run, or else the stand-in core of the recipe's version (the
-     plan's newest core, PyPI's wheel): that core, `onnxruntime-ep-cuda onnx`, user_check.py
-     as above, then speed.py's models measured in that environment and with the compared wheel (the plan's
-     `compare`, carried in pieces) beside the machine's Python: a round of both, then each at batch 1 with CUDA
+     plan's newest core, PyPI's wheel): that core, `onnxruntime-ep-cuda onnx`, user_check.py as above with this
+     feedstock's core alone (PyPI's has no hook that registers the plugin, so speed.py registers it), then
+     speed.py's models measured in that environment and with the compared wheel (the plan's `compare`, carried in
+     pieces) beside the machine's Python: a round of both, then each at batch 1 with CUDA
      graphs and with ONNX Runtime's profiler, its chain of Adds in nsys (where the machine has it) and sampled by
      py-spy (the host's time by native frame), then more rounds, in alternation, up to SPEED_ROUNDS while the step
      has time, and the table of the two.
@@ -44,6 +45,7 @@ Exit 0 when every step passed.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -71,7 +73,7 @@ SPEED_ROUNDS = 5
 PROFILED = ["--batches", "1", "--runs", "200", "--profile"]
 # the most one speed.py or nsys command of the speed run may take (less where the step has less left)
 SPEED_COMMAND_LIMIT = 600
-# a side's chain sampled by py-spy: some 10 s of runs, slowed by the sampler's pauses; past this it is left out
+# a side's chain sampled by py-spy: some 5 s of runs, slowed by the sampler's pauses; past this it is left out
 SAMPLED_LIMIT = 180
 # Upstream's operator suite: a case still running after SUITE_CASE_LIMIT s (the slowest seen took 77 s) gets its
 # stacks written to its case log and its worker ended (case_log.py), and the suite goes on; a run ends after
@@ -311,16 +313,22 @@ def chain_samples(run: Run, prefix: Path, sides: dict[str, list[str]], models: P
         if name not in unsampled:
             continue
         samples = run.results_dir / f"{name}-chain-samples.txt"
-        samples.unlink(missing_ok=True)  # an earlier pipeline's, in a results folder used again
+        sampled = run.results_dir / f"{name}-chain-sampled.json"
+        for old in (samples, sampled):
+            old.unlink(missing_ok=True)  # an earlier pipeline's, in a results folder used again
         # speed.py's `measure` runs each case in a process of its own: --subprocesses follows it there. --idle keeps
         # a thread's waits (a stream's synchronization), which are the run's time too. Each sample pauses the
-        # process, so the rate (250 a second) is held to what keeps a case inside speed.py's CASE_SECONDS.
-        statuses[f"{name}-chain-py-spy"] = run_in(
+        # process, so the rate (250 a second) and the runs are held to what keeps a case inside speed.py's
+        # CASE_SECONDS: 4000 runs of onnxruntime-gpu's chain overran it on the H200 of 2026-12-05.
+        status = run_in(
             prefix, [str(sampler), "record", "--native", "--subprocesses", "--idle", "--rate", "250", "--format", "raw",
                      "--output", str(samples), "--", sys.executable, speed_py, "measure", *side, "--models", str(chain),
-                     "--batches", "1", "--warmup", "20", "--runs", "4000",
-                     "--out", str(run.results_dir / f"{name}-chain-sampled.json")],
+                     "--batches", "1", "--warmup", "20", "--runs", "2000", "--out", str(sampled)],
             run.results_dir / f"{name}-chain-py-spy.log", limit=time_for(SAMPLED_LIMIT))
+        # py-spy exits 0 whatever the sampled process did: a case that failed or overran is a finding too
+        cases = json.loads(sampled.read_text()).get("cases", []) if sampled.exists() else [{"error": "no result"}]
+        failed = any("error" in case for case in cases)
+        statuses[f"{name}-chain-py-spy"] = status or int(failed)
         if samples.exists():
             statuses[f"{name}-chain-hot"] = run_in(prefix, [sys.executable, speed_py, "hot", str(samples),
                                                             unsampled[name]],

@@ -105,7 +105,8 @@ def test_a_plugin_the_core_has_not_registered_is_registered_from_library(cores: 
                    "--library", str(linux_library(GGML)))
     assert done.returncode == 0, done.stdout + done.stderr
     (case,) = json.loads((tmp_path / "ggml.json").read_text())["cases"]
-    assert case["providers"][0] == GGML.ep_name and GGML.ep_name in case["operators"], case
+    assert case["core"] == SOURCE_VERSION and case["providers"][0] == GGML.ep_name, case
+    assert GGML.ep_name in case["operators"], case
 
 
 def test_the_table_takes_each_cases_median_over_a_sides_rounds(cores: dict[str, Path], tmp_path: Path) -> None:

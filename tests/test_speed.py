@@ -13,6 +13,7 @@ import pytest
 import speed
 from conftest import FLOOR_CORE_VERSION, REPO
 from cores import NEWEST_CORE
+from feedstock.inputs import load_bot_fields
 from support.pyenvs import core_env, run
 from support.wheels import GGML, linux_library
 
@@ -91,21 +92,21 @@ def test_an_ep_the_core_lacks_fails_the_measurement_and_says_why(cores: dict[str
     assert case["error"].startswith("exit 1:") and "CUDAExecutionProvider" in case["error"], case
 
 
-def test_a_plugin_the_core_has_not_registered_is_registered_from_library(cores: dict[str, Path],
-                                                                           tmp_path: Path) -> None:
-    """measure --library, as the GPU machine measures the plugin in PyPI's core, which has no hook that registers
-    it: here the real ggml plugin EP from PyPI, which runs on the CPU, in the newest core."""
-    models = tmp_path / "models"
+def test_a_plugin_the_core_has_not_registered_is_registered_from_library(tmp_path: Path) -> None:
+    """measure --library, as the GPU machine measures the plugin in PyPI's core of the recipe's version, which has
+    no hook that registers it: here the real ggml plugin EP from PyPI, which runs on the CPU, in that core."""
+    models, version = tmp_path / "models", load_bot_fields(REPO).version
+    core = core_env(version)
     models.mkdir()
-    assert run(cores["newest"], "-c", MODEL, str(models / "tiny.onnx")).returncode == 0
-    unregistered = measure(cores["newest"], "ggml", models, tmp_path / "none.json", "--ep", GGML.ep_name,
+    assert run(core, "-c", MODEL, str(models / "tiny.onnx")).returncode == 0
+    unregistered = measure(core, "ggml", models, tmp_path / "none.json", "--ep", GGML.ep_name,
                            "--batches", "1")
     assert unregistered.returncode == 1 and "this core has no such EP" in unregistered.stdout
-    done = measure(cores["newest"], "ggml", models, tmp_path / "ggml.json", "--ep", GGML.ep_name, "--batches", "1",
+    done = measure(core, "ggml", models, tmp_path / "ggml.json", "--ep", GGML.ep_name, "--batches", "1",
                    "--library", str(linux_library(GGML)))
     assert done.returncode == 0, done.stdout + done.stderr
     (case,) = json.loads((tmp_path / "ggml.json").read_text())["cases"]
-    assert case["core"] == SOURCE_VERSION and case["providers"][0] == GGML.ep_name, case
+    assert case["core"] == version and case["providers"][0] == GGML.ep_name, case
     assert GGML.ep_name in case["operators"], case
 
 

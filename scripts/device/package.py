@@ -65,6 +65,8 @@ from steps import (HERE, PLUGIN, Run, build_outputs, gpu_features, installed, lo
                    plugin_manifest, plugin_package, run_in, run_tests, stand_in_channel, toolkit_version, unpack,
                    user_check, user_environment)
 
+# the stand-in channel's PyPI cores (the plan's `cores`), under conda-forge's name, standins.yaml's key
+STAND_IN_CORE = "onnxruntime"
 # how many times the speed run measures each side (the table takes each case's median over them): one
 # process's median of a launch-bound case differs from the next process's by up to a half
 # (docs/gpu-runs/2026-12-03-speed-sass.md)
@@ -114,7 +116,7 @@ def plugin(run: Run) -> None:
                 "user-run-after-torch": run_in(prefix, [python, *torch_first],
                                                run.results_dir / "user-run-after-torch.log")}
 
-    installed(run, [channel], ["onnxruntime"], uses)
+    installed(run, [channel], [STAND_IN_CORE], uses)
     if run.plan.operator_suite is not None:
         operator_suites(run, channel)
 
@@ -151,7 +153,7 @@ def speed(run: Run) -> None:
     compared wheel."""
     _, channel = plugin_package(run)
     if run.plan.core is None:
-        channels, core = [channel], f"onnxruntime =={run.plan.cores.newest}"
+        channels, core = [channel], f"{STAND_IN_CORE} =={run.plan.cores.newest}"
     else:
         channels, core = [channel, run.earlier("core")], package_name(run.plan.core)
     # user_check.py asks `import onnxruntime` to register the plugin, which PyPI's core does not: the speed step
@@ -217,7 +219,7 @@ def operator_suites(run: Run, plugin_channel: Path) -> None:
                 prefix = run.work / f"suite-env-{len(prefixes)}"
                 # strict priority: the core comes from the earlier run's channel where that is listed
                 channels = [plugin_channel, *([run.earlier("core")] if suite_run.feedstock_core else []), run.channel]
-                core = package_name(run.plan.core) if suite_run.feedstock_core else "onnxruntime"
+                core = package_name(run.plan.core) if suite_run.feedstock_core else STAND_IN_CORE
                 try:
                     record["environments"][suite_run.name] = user_environment(
                         [c.as_uri() for c in channels], [f"{core} =={suite_run.core}", PLUGIN, "onnx"], prefix)

@@ -153,13 +153,16 @@ def speed(run: Run) -> None:
     compared wheel."""
     _, channel = plugin_package(run)
     if run.plan.core is None:
-        channels, core = [channel], f"{STAND_IN_CORE} =={run.plan.cores.newest}"
+        # user_check.py asks `import onnxruntime` to register the plugin, which PyPI's core does not: the speed step
+        # registers it by the manifest's library instead
+        channels, core, uses = [channel], f"{STAND_IN_CORE} =={run.plan.cores.newest}", lambda _prefix, _manifest: {}
     else:
         channels, core = [channel, run.earlier("core")], package_name(run.plan.core)
-    # user_check.py asks `import onnxruntime` to register the plugin, which PyPI's core does not: the speed step
-    # registers it by the manifest's library instead
-    prefix = installed(run, channels, [core], lambda prefix, _manifest: (
-        {} if run.plan.core is None else {"user-python": user_check(prefix, run.results_dir)}))
+
+        def uses(prefix: Path, _manifest: dict) -> dict[str, int]:
+            return {"user-python": user_check(prefix, run.results_dir)}
+
+    prefix = installed(run, channels, [core], uses)
     with run.step("speed") as record:
         record |= compare_speed(prefix, run)
 

@@ -58,6 +58,7 @@ from standins import StandinError
 from standins.evaluate import evaluate
 from standins.environment import PROTOBUF_DEBS, TOOL_WHEELS
 from standins.sources import TREES, Sources, SourcesUnavailable, from_mirror, mirror_folder
+from steps import PLUGIN
 
 MIB = 1024 * 1024
 # One call carries 64 MiB; the tracked checkout travels with every bundle and must stay under the rest.
@@ -151,7 +152,6 @@ SPEED_PLUGIN_OVERRIDES = Overrides(
                 "FP8 KV-cache variants of the XQA kernels, which no compared model uses"),
     ),
 )
-PLUGIN = load_config(bootstrap.REPO).outputs.plugin.name
 # Upstream's operator suite for the plugin, in the source tree, which the package run runs against the
 # installed plugin (package.py's operator_suites)
 OPERATOR_SUITE = "onnxruntime/test/python/transformers/test_cuda_plugin_ep.py"

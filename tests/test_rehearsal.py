@@ -95,7 +95,9 @@ def rehearse(output: str, feedstock: Path = REPO, *extra: str, platform: str = L
             command = [sys.executable, str(REPO / "scripts" / "rehearse.py"), *args,
                        "--workdir", str(workdir), "--feedstock", str(feedstock), "--cache", str(CACHE)]
             done = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env)
-            assert report.exists(), f"rehearse.py exit {done.returncode}: {done.stderr[-3000:]}"
+            # the error's last line first: a log that shows only the start of a failure still names its cause
+            said = done.stderr.strip().splitlines() or [""]
+            assert report.exists(), f"rehearse.py exit {done.returncode}: {said[-1]}\n{done.stderr[-3000:]}"
             # rattler-build's environments are most of a run's size (up to 2 GB for the plugin) and the report
             # already lists what they held; the source, build tree and graph stay for the tests to read
             for environment in workdir.glob("rattler/bld/*/*_env*"):

@@ -28,3 +28,16 @@ def test_a_named_file_runs_alone_and_the_fast_tier_leaves_the_slow_tests_out() -
     assert any(test.startswith("tests/test_rehearsal.py::") for test in slow)
     assert any("conda_smithy" in test or test.startswith("tests/test_conda_smithy.py::test_rerender") for test in slow)
     assert not any(test.startswith("tests/test_rehearsal.py::") for test in fast)
+
+
+def test_the_full_suite_alone_warns_of_a_disk_with_less_room_than_it_writes() -> None:
+    sys.path.insert(0, str(REPO / "scripts"))
+    import run_tests
+
+    short = (run_tests.SUITE_DISK_GB - 1) * 10**9
+    warning = run_tests.disk_warning([], short)
+    assert f"{short / 10**9:.1f} GB free" in warning and str(REPO) in warning
+    assert run_tests.disk_warning([], run_tests.SUITE_DISK_GB * 10**9) == ""
+    # the fast tier and a named file write a few GB at most
+    assert run_tests.disk_warning(["--fast"], short) == ""
+    assert run_tests.disk_warning([str(REPO / "tests" / "test_matrix.py")], short) == ""

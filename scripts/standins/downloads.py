@@ -98,7 +98,9 @@ def _apt_root(cache: Path, suite_component: str, arch: str) -> Path:
 
 
 def _apt_options(cache: Path, suite_component: str, arch: str) -> list[str]:
-    """apt-get reading only the Debian component and architecture asked for, with its lists kept in the cache."""
+    """apt-get reading only the Debian component and architecture asked for, with its lists kept in the cache.
+    Run as root, apt-get downloads as its user _apt, which cannot write into the cache and says so in a warning
+    per file; APT::Sandbox::User=root keeps it as the user it was started as."""
     root = _apt_root(cache, suite_component, arch)
     (root / "lists" / "partial").mkdir(parents=True, exist_ok=True)
     (root / "archives" / "partial").mkdir(parents=True, exist_ok=True)
@@ -106,7 +108,8 @@ def _apt_options(cache: Path, suite_component: str, arch: str) -> list[str]:
     sources.write_text(f"deb {DEBIAN_MIRROR} {DEBIAN_SUITE} {suite_component}\n")
     return ["-o", f"Dir::Etc::SourceList={sources}", "-o", "Dir::Etc::SourceParts=/dev/null",
             "-o", f"Dir::State::Lists={root / 'lists'}", "-o", f"Dir::Cache={root}",
-            "-o", "APT::Get::List-Cleanup=0", "-o", f"APT::Architecture={arch}", "-o", f"APT::Architectures={arch}"]
+            "-o", "APT::Get::List-Cleanup=0", "-o", f"APT::Architecture={arch}", "-o", f"APT::Architectures={arch}",
+            "-o", "APT::Sandbox::User=root"]
 
 
 def debian_packages(packages: list[str], component: str, cache: Path, arch: str) -> list[Path]:

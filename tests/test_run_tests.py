@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import run_tests
 from conftest import REPO
 
 
@@ -31,9 +32,6 @@ def test_a_named_file_runs_alone_and_the_fast_tier_leaves_the_slow_tests_out() -
 
 
 def test_the_full_suite_alone_warns_of_a_disk_with_less_room_than_it_writes() -> None:
-    sys.path.insert(0, str(REPO / "scripts"))
-    import run_tests
-
     short = (run_tests.SUITE_DISK_GB - 1) * 10**9
     warning = run_tests.disk_warning([], short)
     assert f"{short / 10**9:.1f} GB free" in warning and str(REPO) in warning

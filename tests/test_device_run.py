@@ -29,13 +29,13 @@ import steps
 from conftest import CONFIG, FLOOR_CORE_VERSION, NEWEST_CUDA_JOB, REPO
 from feedstock.ci_support import job_file
 from feedstock.inputs import load_bot_fields
+from feedstock.shipped_manifest import manifest_path
 from rattler_render import render
 from standins.channel import build_channel, standins
 from standins.downloads import BUILD_PLATFORM
 from standins.environment import TOOL_WHEELS, machine_roots
 from standins.evaluate import evaluate
 from standins.resolve import render_with_solve, variant_file
-from feedstock.shipped_manifest import manifest_path
 from standins.sources import MIRROR_TREE_PATCHES, mirror_folder
 from support import upstream_source
 from support.pyenvs import core_env, run

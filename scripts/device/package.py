@@ -152,16 +152,17 @@ def speed(run: Run) -> None:
     onnxruntime from an earlier run, or of the stand-in core of the recipe's version, measured against the
     compared wheel."""
     _, channel = plugin_package(run)
-    if run.plan.core is None:
-        # user_check.py asks `import onnxruntime` to register the plugin, which PyPI's core does not: the speed step
-        # registers it by the manifest's library instead
-        channels, core, uses = [channel], f"{STAND_IN_CORE} =={run.plan.cores.newest}", lambda _prefix, _manifest: {}
-    else:
+    feedstock_core = run.plan.core is not None
+
+    # user_check.py asks `import onnxruntime` to register the plugin, which PyPI's core does not: with that core the
+    # speed step registers it by the manifest's library instead
+    def uses(prefix: Path, _manifest: dict) -> dict[str, int]:
+        return {"user-python": user_check(prefix, run.results_dir)} if feedstock_core else {}
+
+    if feedstock_core:
         channels, core = [channel, run.earlier("core")], package_name(run.plan.core)
-
-        def uses(prefix: Path, _manifest: dict) -> dict[str, int]:
-            return {"user-python": user_check(prefix, run.results_dir)}
-
+    else:
+        channels, core = [channel], f"{STAND_IN_CORE} =={run.plan.cores.newest}"
     prefix = installed(run, channels, [core], uses)
     with run.step("speed") as record:
         record |= compare_speed(prefix, run)
